@@ -1,0 +1,16 @@
+//! AdmissionReview envelopes as the kube-apiserver sends them (`admission.k8s.io/v1` and
+//! `v1beta1`), and the responses Portcullis sends back in the version it was asked in.
+//!
+//! The types are our own rather than kube-core's: the request keeps `object` and `oldObject`
+//! as plain JSON for the engine, parse errors name the field that was wrong, and the response
+//! encodes `patch` as base64 as the apiserver requires (kube-core 5 writes an array of bytes,
+//! kube-rs#1781).
+
+mod request;
+mod response;
+
+pub use request::{
+    AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation, ParsedReview, ReviewError,
+    ReviewVersion, UserInfo, parse_review,
+};
+pub use response::{AdmissionResponse, ResponseStatus, encode_review};

@@ -1,0 +1,341 @@
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The AdmissionReview API version a request arrived in; the response uses the same one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReviewVersion {
+    /// `admission.k8s.io/v1`
+    V1,
+    /// `admission.k8s.io/v1beta1`
+    V1Beta1,
+}
+
+impl ReviewVersion {
+    /// The `apiVersion` string of this version.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            ReviewVersion::V1 => "admission.k8s.io/v1",
+            ReviewVersion::V1Beta1 => "admission.k8s.io/v1beta1",
+        }
+    }
+
+    fn from_api_version(api_version: &str) -> Option<Self> {
+        match api_version {
+            "admission.k8s.io/v1" => Some(ReviewVersion::V1),
+            "admission.k8s.io/v1beta1" => Some(ReviewVersion::V1Beta1),
+            _ => None,
+        }
+    }
+}
+
+/// Why a body is not an AdmissionReview request Portcullis can decide.
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    /// The body is not JSON, or its fields have the wrong shape.
+    #[error("body is not a valid AdmissionReview: {0}")]
+    Malformed(#[from] serde_json::Error),
+    /// The body is JSON but not an object.
+    #[error("body must be a JSON object (an AdmissionReview)")]
+    NotAnObject,
+    /// `kind` is not `AdmissionReview`.
+    #[error("kind must be \"AdmissionReview\", got {0:?}")]
+    WrongKind(String),
+    /// `apiVersion` is not one Portcullis speaks.
+    #[error(
+        "unsupported apiVersion {0:?}: expected \"admission.k8s.io/v1\" or \"admission.k8s.io/v1beta1\""
+    )]
+    UnsupportedVersion(String),
+    /// The envelope has no `request` (it may be a response sent back by mistake).
+    #[error("AdmissionReview has no request")]
+    MissingRequest,
+    /// `request.uid` is empty, so no response could be matched to it.
+    #[error("request.uid must not be empty")]
+    EmptyUid,
+    /// `request.object` or `request.oldObject` is present but not a JSON object.
+    #[error("request.{0} must be a JSON object or null")]
+    ObjectNotMap(&'static str),
+}
+
+/// An AdmissionReview request, parsed, with the version it came in.
+#[derive(Debug, Clone)]
+pub struct ParsedReview {
+    /// The version the response must be written in.
+    pub version: ReviewVersion,
+    /// The request itself.
+    pub request: AdmissionRequest,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReviewEnvelope {
+    api_version: String,
+    kind: String,
+    #[serde(default)]
+    request: Option<AdmissionRequest>,
+}
+
+/// Parses an AdmissionReview body. serde_json's recursion limit (128 levels) bounds nesting,
+/// so a deeply nested body is an error, never a stack overflow.
+pub fn parse_review(body: &[u8]) -> Result<ParsedReview, ReviewError> {
+    // serde's derived structs also accept arrays; an envelope is only ever an object.
+    match body.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => {}
+        Some(b'[' | b'"' | b'-' | b'0'..=b'9') => {
+            return Err(ReviewError::NotAnObject);
+        }
+        _ => {}
+    }
+    let envelope: ReviewEnvelope = serde_json::from_slice(body)?;
+    if envelope.kind != "AdmissionReview" {
+        return Err(ReviewError::WrongKind(envelope.kind));
+    }
+    let version = ReviewVersion::from_api_version(&envelope.api_version)
+        .ok_or(ReviewError::UnsupportedVersion(envelope.api_version))?;
+    let request = envelope.request.ok_or(ReviewError::MissingRequest)?;
+    if request.uid.is_empty() {
+        return Err(ReviewError::EmptyUid);
+    }
+    for (field, value) in [
+        ("object", &request.object),
+        ("oldObject", &request.old_object),
+    ] {
+        if value.as_ref().is_some_and(|v| !v.is_object()) {
+            return Err(ReviewError::ObjectNotMap(field));
+        }
+    }
+    Ok(ParsedReview { version, request })
+}
+
+/// The `request` of an AdmissionReview (identical in v1 and v1beta1).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionRequest {
+    /// Identifies this admission call; echoed in the response.
+    pub uid: String,
+    /// The kind of the object being admitted.
+    pub kind: GroupVersionKind,
+    /// The resource being admitted.
+    pub resource: GroupVersionResource,
+    /// The subresource, if any (`status`, `scale`, `exec` …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_resource: Option<String>,
+    /// The kind originally requested, before conversion for `matchPolicy: Equivalent`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_kind: Option<GroupVersionKind>,
+    /// The resource originally requested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_resource: Option<GroupVersionResource>,
+    /// The subresource originally requested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_sub_resource: Option<String>,
+    /// Object name; may be empty on CREATE with `generateName`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Namespace; absent for cluster-scoped resources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The operation.
+    pub operation: Operation,
+    /// Who asked.
+    #[serde(default)]
+    pub user_info: UserInfo,
+    /// The new object (CREATE, UPDATE, CONNECT options); null on DELETE.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<Value>,
+    /// The existing object (UPDATE, DELETE).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_object: Option<Value>,
+    /// True when the request will not be persisted; Portcullis decides it like any other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<bool>,
+    /// The operation's options (CreateOptions, UpdateOptions, DeleteOptions …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<Value>,
+}
+
+impl AdmissionRequest {
+    /// The object the decision is about: `object`, or `oldObject` for DELETE.
+    pub fn subject(&self) -> Option<&Value> {
+        match self.operation {
+            Operation::Delete => self.old_object.as_ref().or(self.object.as_ref()),
+            _ => self.object.as_ref(),
+        }
+    }
+}
+
+/// Group, version and kind.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct GroupVersionKind {
+    /// API group; empty for the core group.
+    #[serde(default)]
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// Kind.
+    pub kind: String,
+}
+
+/// Group, version and resource.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct GroupVersionResource {
+    /// API group; empty for the core group.
+    #[serde(default)]
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// Resource (plural, lower case).
+    pub resource: String,
+}
+
+/// An admission operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Operation {
+    /// CREATE
+    Create,
+    /// UPDATE
+    Update,
+    /// DELETE
+    Delete,
+    /// CONNECT
+    Connect,
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+            Operation::Connect => "CONNECT",
+        })
+    }
+}
+
+/// The requesting user as the apiserver authenticated them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub struct UserInfo {
+    /// User name.
+    #[serde(default)]
+    pub username: String,
+    /// User UID.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    /// Groups.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+    /// Extra authenticator attributes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn review(request: &str) -> String {
+        format!(
+            r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{request}}}"#
+        )
+    }
+
+    const MINIMAL: &str = r#"{"uid":"u1","kind":{"group":"","version":"v1","kind":"Pod"},
+        "resource":{"group":"","version":"v1","resource":"pods"},"operation":"CREATE",
+        "object":{"kind":"Pod"}}"#;
+
+    #[test]
+    fn parses_minimal_v1_request() {
+        let parsed = parse_review(review(MINIMAL).as_bytes()).unwrap();
+        assert_eq!(parsed.version, ReviewVersion::V1);
+        assert_eq!(parsed.request.uid, "u1");
+        assert_eq!(parsed.request.operation, Operation::Create);
+        assert_eq!(parsed.request.kind.kind, "Pod");
+    }
+
+    #[test]
+    fn v1beta1_is_recognised() {
+        let body = review(MINIMAL).replace("admission.k8s.io/v1", "admission.k8s.io/v1beta1");
+        assert_eq!(
+            parse_review(body.as_bytes()).unwrap().version,
+            ReviewVersion::V1Beta1
+        );
+    }
+
+    #[test]
+    fn errors_say_what_was_wrong() {
+        let cases: &[(&str, &str)] = &[
+            ("not json", "expected ident"),
+            ("[]", "must be a JSON object"),
+            ("", "EOF while parsing"),
+            (
+                r#"{"kind":"AdmissionReview"}"#,
+                "missing field `apiVersion`",
+            ),
+            (
+                r#"{"apiVersion":"admission.k8s.io/v2","kind":"AdmissionReview","request":null}"#,
+                "unsupported apiVersion \"admission.k8s.io/v2\"",
+            ),
+            (
+                r#"{"apiVersion":"admission.k8s.io/v1","kind":"Pod"}"#,
+                "kind must be \"AdmissionReview\"",
+            ),
+            (
+                r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#,
+                "has no request",
+            ),
+        ];
+        for (body, expected) in cases {
+            let error = parse_review(body.as_bytes()).unwrap_err().to_string();
+            assert!(error.contains(expected), "{body}: {error}");
+        }
+        let no_uid = review(&MINIMAL.replace(r#""uid":"u1","#, ""));
+        assert!(
+            parse_review(no_uid.as_bytes())
+                .unwrap_err()
+                .to_string()
+                .contains("missing field `uid`")
+        );
+        let empty_uid = review(&MINIMAL.replace("u1", ""));
+        assert!(matches!(
+            parse_review(empty_uid.as_bytes()),
+            Err(ReviewError::EmptyUid)
+        ));
+        let bad_op = review(&MINIMAL.replace("CREATE", "PATCH"));
+        assert!(
+            parse_review(bad_op.as_bytes())
+                .unwrap_err()
+                .to_string()
+                .contains("unknown variant `PATCH`")
+        );
+        let bad_object = review(&MINIMAL.replace(r#"{"kind":"Pod"}"#, "42"));
+        assert!(matches!(
+            parse_review(bad_object.as_bytes()),
+            Err(ReviewError::ObjectNotMap("object"))
+        ));
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_crash() {
+        let depth = 100_000;
+        let body = review(&MINIMAL.replace(
+            r#"{"kind":"Pod"}"#,
+            &format!("{}{}", "[".repeat(depth), "]".repeat(depth)),
+        ));
+        let error = parse_review(body.as_bytes()).unwrap_err().to_string();
+        assert!(error.contains("recursion limit exceeded"), "{error}");
+    }
+
+    #[test]
+    fn delete_decides_on_old_object() {
+        let body = review(
+            r#"{"uid":"u","kind":{"version":"v1","kind":"ConfigMap"},
+            "resource":{"version":"v1","resource":"configmaps"},"operation":"DELETE",
+            "object":null,"oldObject":{"kind":"ConfigMap"}}"#,
+        );
+        let parsed = parse_review(body.as_bytes()).unwrap();
+        assert_eq!(parsed.request.subject().unwrap()["kind"], "ConfigMap");
+    }
+}

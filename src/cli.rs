@@ -1,0 +1,123 @@
+//! The command line (clap derive). Each flag's doc comment is its `--help` text; every flag
+//! can also be set by an environment variable.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::server::OnError;
+use crate::telemetry::LogFormat;
+
+/// Portcullis: a fast Kubernetes admission webhook.
+#[derive(Debug, Parser)]
+#[command(name = "portcullis", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Log line format.
+    #[arg(long, global = true, env = "PORTCULLIS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Log filter (`info`, `debug`, `portcullis=debug,warn` …); RUST_LOG overrides it.
+    #[arg(
+        long,
+        global = true,
+        env = "PORTCULLIS_LOG_LEVEL",
+        default_value = "info"
+    )]
+    pub log_level: String,
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the admission webhook over HTTPS, with health and metrics on a plain-HTTP port.
+    Serve(ServeArgs),
+    /// Write a CA and a serving certificate (ca.crt, tls.crt, tls.key) for the webhook.
+    Certs(CertsArgs),
+}
+
+fn parse_duration(value: &str) -> Result<Duration, String> {
+    humantime::parse_duration(value).map_err(|e| format!("{e} (examples: 500ms, 2s, 1m)"))
+}
+
+/// Flags of `portcullis serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address of the HTTPS webhook listener (POST /validate, POST /mutate).
+    #[arg(long, env = "PORTCULLIS_LISTEN", default_value = "0.0.0.0:8443")]
+    pub listen: SocketAddr,
+    /// Address of the plain-HTTP admin listener (/healthz, /readyz, /metrics).
+    #[arg(long, env = "PORTCULLIS_ADMIN_LISTEN", default_value = "0.0.0.0:8080")]
+    pub admin_listen: SocketAddr,
+    /// PEM certificate chain (leaf first). Needs --tls-key-file.
+    #[arg(
+        long,
+        env = "PORTCULLIS_TLS_CERT_FILE",
+        requires = "tls_key_file",
+        conflicts_with = "tls_dir"
+    )]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of the certificate. Needs --tls-cert-file.
+    #[arg(
+        long,
+        env = "PORTCULLIS_TLS_KEY_FILE",
+        requires = "tls_cert_file",
+        conflicts_with = "tls_dir"
+    )]
+    pub tls_key_file: Option<PathBuf>,
+    /// Directory holding tls.crt and tls.key, as a mounted kubernetes.io/tls Secret.
+    /// Without this and without --tls-cert-file, an ephemeral self-signed certificate for
+    /// localhost, 127.0.0.1 and ::1 is made at start.
+    #[arg(long, env = "PORTCULLIS_TLS_DIR")]
+    pub tls_dir: Option<PathBuf>,
+    /// PEM CA bundle: clients must present a certificate it signs (mTLS from the apiserver).
+    #[arg(long, env = "PORTCULLIS_CLIENT_CA_FILE")]
+    pub client_ca_file: Option<PathBuf>,
+    /// Where to write the CA certificate of the ephemeral self-signed certificate
+    /// [default: portcullis-ca.crt in the temporary directory].
+    #[arg(long, env = "PORTCULLIS_WRITE_CA")]
+    pub write_ca: Option<PathBuf>,
+    /// How often certificate files are re-checked, besides change notifications.
+    #[arg(long, env = "PORTCULLIS_TLS_RELOAD_INTERVAL", default_value = "60s", value_parser = parse_duration)]
+    pub tls_reload_interval: Duration,
+    /// Policy file or folder (repeatable; comma-separated in the environment variable).
+    #[arg(long = "policies", env = "PORTCULLIS_POLICIES", value_delimiter = ',')]
+    pub policies: Vec<PathBuf>,
+    /// Largest accepted request body in bytes; larger bodies get 413.
+    #[arg(long, env = "PORTCULLIS_MAX_BODY_BYTES", default_value_t = 3 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Deadline to read and decide one request; the apiserver's ?timeout= lowers it.
+    #[arg(long, env = "PORTCULLIS_REQUEST_TIMEOUT", default_value = "2s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+    /// Time in-flight requests get to finish after SIGTERM or SIGINT.
+    #[arg(long, env = "PORTCULLIS_SHUTDOWN_GRACE", default_value = "20s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+    /// The answer when a request cannot be evaluated (rule panic, deadline passed):
+    /// `deny` refuses it with code 500, `allow` admits it with a warning.
+    #[arg(long, env = "PORTCULLIS_ON_ERROR", value_enum, default_value_t = OnError::Deny)]
+    pub on_error: OnError,
+}
+
+/// Flags of `portcullis certs`.
+#[derive(Debug, Args)]
+pub struct CertsArgs {
+    /// Directory to write ca.crt, tls.crt and tls.key into (created if missing).
+    #[arg(long, env = "PORTCULLIS_CERTS_OUT")]
+    pub out: PathBuf,
+    /// A DNS name or IP address the certificate is for (repeatable).
+    #[arg(long = "host", env = "PORTCULLIS_CERTS_HOSTS", value_delimiter = ',')]
+    pub hosts: Vec<String>,
+    /// A Service as NAMESPACE/NAME: adds NAME, NAME.NAMESPACE, NAME.NAMESPACE.svc and
+    /// NAME.NAMESPACE.svc.cluster.local.
+    #[arg(long, env = "PORTCULLIS_CERTS_SERVICE")]
+    pub service: Option<String>,
+    /// Validity in days.
+    #[arg(long, env = "PORTCULLIS_CERTS_DAYS", default_value_t = 365)]
+    pub days: u32,
+    /// Replace files that already exist.
+    #[arg(long, env = "PORTCULLIS_CERTS_FORCE")]
+    pub force: bool,
+}

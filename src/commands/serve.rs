@@ -1,0 +1,98 @@
+use anyhow::{Context, bail};
+
+use crate::cli::ServeArgs;
+use crate::engine::Engine;
+use crate::server::{RequestSettings, ServeConfig, start};
+use crate::tls::{CertificateSource, LOOPBACK_HOSTS, TlsSettings, generate_certificates};
+
+/// `portcullis serve`: runs until SIGTERM or SIGINT, then drains and returns.
+pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    install_panic_hook();
+    if !args.policies.is_empty() {
+        bail!(
+            "--policies: loading policy documents is not available in this version; \
+             run without --policies to use the built-in rule set"
+        );
+    }
+    let tls = tls_settings(&args)?;
+    let engine = Engine::builtin();
+    let rules = engine.rule_count();
+    let server = start(ServeConfig {
+        listen: args.listen,
+        admin_listen: args.admin_listen,
+        tls,
+        tls_reload_interval: args.tls_reload_interval,
+        shutdown_grace: args.shutdown_grace,
+        request: RequestSettings {
+            max_body_bytes: args.max_body_bytes,
+            request_timeout: args.request_timeout,
+            on_error: args.on_error,
+        },
+        engine,
+    })
+    .await?;
+    tracing::info!(
+        webhook = %server.webhook_addr,
+        admin = %server.admin_addr,
+        rules,
+        policies = "built-in",
+        "portcullis is serving"
+    );
+    shutdown_signal().await?;
+    tracing::info!(grace = ?args.shutdown_grace, "shutting down: draining in-flight requests");
+    server.shutdown().await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn tls_settings(args: &ServeArgs) -> anyhow::Result<TlsSettings> {
+    let source = match (&args.tls_dir, &args.tls_cert_file, &args.tls_key_file) {
+        (Some(dir), _, _) => CertificateSource::Directory(dir.clone()),
+        (None, Some(cert), Some(key)) => CertificateSource::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+        },
+        (None, _, _) => {
+            let hosts: Vec<String> = LOOPBACK_HOSTS.iter().map(|h| (*h).to_owned()).collect();
+            let generated = generate_certificates(&hosts, 30)?;
+            let ca_path = args
+                .write_ca
+                .clone()
+                .unwrap_or_else(|| std::env::temp_dir().join("portcullis-ca.crt"));
+            std::fs::write(&ca_path, &generated.ca_pem)
+                .with_context(|| format!("writing the CA certificate to {}", ca_path.display()))?;
+            tracing::info!(
+                ca = %ca_path.display(),
+                "no certificate given: serving an ephemeral self-signed certificate for \
+                 localhost, 127.0.0.1 and ::1; trust it with curl --cacert {}",
+                ca_path.display()
+            );
+            CertificateSource::Generated(generated)
+        }
+    };
+    Ok(TlsSettings {
+        source,
+        client_ca: args.client_ca_file.clone(),
+    })
+}
+
+async fn shutdown_signal() -> anyhow::Result<()> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    tokio::select! {
+        _ = terminate.recv() => {}
+        result = tokio::signal::ctrl_c() => result.context("waiting for SIGINT")?,
+    }
+    Ok(())
+}
+
+/// Panic messages can quote data they were handling; log only where a panic happened.
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let location = info
+            .location()
+            .map(|l| format!("{}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        tracing::error!(%location, "panic");
+    }));
+}

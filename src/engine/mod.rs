@@ -1,0 +1,154 @@
+//! The policy engine: one [`Engine::evaluate`] for the webhook and the offline commands.
+//!
+//! Rules are compiled into an [`Engine`] when policies load; a request is only evaluated.
+//! Validation rules report [`Violation`]s; defaulting rules edit a copy of the object through
+//! an [`ObjectEditor`](crate::patch::ObjectEditor), which records the JSON Patch.
+
+mod builtin;
+mod decision;
+mod pod_specs;
+
+use std::time::Instant;
+
+use crate::admission::AdmissionRequest;
+use crate::patch::ObjectEditor;
+
+pub use builtin::{DefaultImagePullPolicy, NoHostNamespaces, NoPrivilegedContainers};
+pub use decision::{Decision, Violation};
+pub use pod_specs::{CONTAINER_LISTS, PodSpecLocation, pod_spec, pod_spec_location};
+
+/// Which webhook endpoint a request came to; it selects the rules that run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    /// `/validate`: validation rules; never a patch.
+    Validate,
+    /// `/mutate`: defaulting rules; never a denial by policy.
+    Mutate,
+}
+
+impl Endpoint {
+    /// The endpoint's path without the slash, as used in metrics labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            Endpoint::Validate => "validate",
+            Endpoint::Mutate => "mutate",
+        }
+    }
+}
+
+/// What an evaluation needs besides the request.
+#[derive(Debug, Clone, Copy)]
+pub struct EvalContext {
+    /// The endpoint asked.
+    pub endpoint: Endpoint,
+    /// When the answer is due; evaluation stops between rules once it has passed.
+    pub deadline: Option<Instant>,
+}
+
+/// Why a request could not be evaluated (distinct from a denial, which is a [`Decision`]).
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    /// The request deadline passed during evaluation.
+    #[error("evaluation did not finish before the request deadline")]
+    DeadlineExceeded,
+}
+
+/// A validation rule: reports the violations it finds in a request.
+pub trait ValidationRule: Send + Sync {
+    /// The policy this rule belongs to.
+    fn policy(&self) -> &str;
+    /// The rule's name within its policy.
+    fn name(&self) -> &str;
+    /// Appends a violation for each thing the request breaks.
+    fn validate(&self, request: &AdmissionRequest, violations: &mut Vec<Violation>);
+}
+
+/// A defaulting rule: fills in values that the object leaves unset.
+pub trait DefaultingRule: Send + Sync {
+    /// The policy this rule belongs to.
+    fn policy(&self) -> &str;
+    /// The rule's name within its policy.
+    fn name(&self) -> &str;
+    /// Applies the defaults to the object being edited.
+    fn apply(&self, request: &AdmissionRequest, editor: &mut ObjectEditor<'_>);
+}
+
+/// A compiled, immutable rule set. Swapped whole on reload.
+#[derive(Default)]
+pub struct Engine {
+    validations: Vec<Box<dyn ValidationRule>>,
+    defaults: Vec<Box<dyn DefaultingRule>>,
+}
+
+impl Engine {
+    /// An engine with no rules: everything is allowed unchanged.
+    pub fn empty() -> Self {
+        Engine::default()
+    }
+
+    /// The built-in default rule set that `serve` runs when no policies are given.
+    pub fn builtin() -> Self {
+        Engine {
+            validations: vec![Box::new(NoPrivilegedContainers), Box::new(NoHostNamespaces)],
+            defaults: vec![Box::new(DefaultImagePullPolicy)],
+        }
+    }
+
+    /// Adds a validation rule.
+    #[must_use]
+    pub fn with_validation(mut self, rule: impl ValidationRule + 'static) -> Self {
+        self.validations.push(Box::new(rule));
+        self
+    }
+
+    /// Adds a defaulting rule.
+    #[must_use]
+    pub fn with_default(mut self, rule: impl DefaultingRule + 'static) -> Self {
+        self.defaults.push(Box::new(rule));
+        self
+    }
+
+    /// How many rules the engine holds.
+    pub fn rule_count(&self) -> usize {
+        self.validations.len() + self.defaults.len()
+    }
+
+    /// Decides a request. `/validate` runs every validation rule and collects every violation;
+    /// `/mutate` runs the defaulting rules in order and returns one patch for all of them.
+    pub fn evaluate(
+        &self,
+        request: &AdmissionRequest,
+        context: &EvalContext,
+    ) -> Result<Decision, EvalError> {
+        let mut decision = Decision::default();
+        let past_deadline = || context.deadline.is_some_and(|d| Instant::now() >= d);
+        match context.endpoint {
+            Endpoint::Validate => {
+                for rule in &self.validations {
+                    if past_deadline() {
+                        return Err(EvalError::DeadlineExceeded);
+                    }
+                    rule.validate(request, &mut decision.violations);
+                }
+            }
+            Endpoint::Mutate => {
+                let Some(object) = request.object.as_ref() else {
+                    return Ok(decision);
+                };
+                let mut editor = ObjectEditor::new(object);
+                for rule in &self.defaults {
+                    if past_deadline() {
+                        return Err(EvalError::DeadlineExceeded);
+                    }
+                    rule.apply(request, &mut editor);
+                }
+                if editor.is_changed() {
+                    let (operations, patched) = editor.finish();
+                    decision.patch = Some(operations);
+                    decision.patched_object = Some(patched);
+                }
+            }
+        }
+        Ok(decision)
+    }
+}

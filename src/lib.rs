@@ -1,0 +1,23 @@
+//! Portcullis: a Kubernetes admission webhook server.
+//!
+//! The library holds everything; the `portcullis` binary only installs the crypto provider,
+//! parses the command line and dispatches to [`commands`].
+//!
+//! - [`admission`]: AdmissionReview envelopes (v1, v1beta1): parsing and encoding.
+//! - [`engine`]: the one [`engine::Engine::evaluate`] that both `serve` and offline commands call.
+//! - [`patch`]: JSON Patch building for defaulting rules.
+//! - [`server`]: the webhook router, handlers, extractor, errors, listeners and shutdown.
+//! - [`admin`]: health, readiness and metrics endpoints.
+//! - [`tls`]: certificate loading, generation and hot reload.
+#![forbid(unsafe_code)]
+
+pub mod admin;
+pub mod admission;
+pub mod cli;
+pub mod commands;
+pub mod engine;
+pub mod metrics;
+pub mod patch;
+pub mod server;
+pub mod telemetry;
+pub mod tls;

@@ -1,0 +1,138 @@
+//! Prometheus metrics, encoded in the OpenMetrics text format by prometheus-client.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// Labels of `portcullis_admission_requests_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// `validate`, `mutate` or `other`.
+    pub endpoint: &'static str,
+    /// `true`, `false`, or `error` when no AdmissionResponse was sent (HTTP error).
+    pub allowed: &'static str,
+    /// The response's status code: the AdmissionResponse's (200, 403, 500) or the HTTP one.
+    pub code: u16,
+}
+
+/// Labels of `portcullis_admission_duration_seconds`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EndpointLabels {
+    /// `validate`, `mutate` or `other`.
+    pub endpoint: &'static str,
+}
+
+/// Labels of `portcullis_reloads_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReloadLabels {
+    /// `tls` or `policies`.
+    pub component: &'static str,
+    /// `success` or `failure`.
+    pub result: &'static str,
+}
+
+/// Buckets from 50 µs to 10 s: most admissions take well under a millisecond.
+const DURATION_BUCKETS: [f64; 17] = [
+    0.00005, 0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+    0.5, 1.0, 2.5, 10.0,
+];
+
+fn duration_histogram() -> Histogram {
+    Histogram::new(DURATION_BUCKETS)
+}
+
+/// Every metric Portcullis exports, and the registry that encodes them.
+pub struct Metrics {
+    registry: Registry,
+    /// Admission requests answered.
+    pub requests: Family<RequestLabels, Counter>,
+    /// Time from request start to response, by endpoint.
+    pub duration: Family<EndpointLabels, Histogram, fn() -> Histogram>,
+    /// Requests being handled now.
+    pub in_flight: Gauge,
+    /// NotAfter of the serving certificate, in Unix seconds.
+    pub certificate_expiry: Gauge,
+    /// Reload attempts, by component and result.
+    pub reloads: Family<ReloadLabels, Counter>,
+    /// Panics caught while handling requests.
+    pub panics: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Creates and registers every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let requests = Family::<RequestLabels, Counter>::default();
+        let duration = Family::<EndpointLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+            duration_histogram,
+        );
+        let in_flight = Gauge::default();
+        let certificate_expiry = Gauge::default();
+        let reloads = Family::<ReloadLabels, Counter>::default();
+        let panics = Counter::default();
+        registry.register(
+            "portcullis_admission_requests",
+            "Admission requests answered, by endpoint, decision and code",
+            requests.clone(),
+        );
+        registry.register(
+            "portcullis_admission_duration_seconds",
+            "Time to answer an admission request",
+            duration.clone(),
+        );
+        registry.register(
+            "portcullis_admission_in_flight",
+            "Admission requests being handled",
+            in_flight.clone(),
+        );
+        registry.register(
+            "portcullis_tls_certificate_expiry_timestamp_seconds",
+            "NotAfter of the serving certificate in use, as a Unix timestamp",
+            certificate_expiry.clone(),
+        );
+        registry.register(
+            "portcullis_reloads",
+            "Reloads of certificates and policies, by component and result",
+            reloads.clone(),
+        );
+        registry.register(
+            "portcullis_panics",
+            "Panics caught while handling requests",
+            panics.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            duration,
+            in_flight,
+            certificate_expiry,
+            reloads,
+            panics,
+        }
+    }
+
+    /// Counts one reload attempt.
+    pub fn record_reload(&self, component: &'static str, ok: bool) {
+        let result = if ok { "success" } else { "failure" };
+        self.reloads
+            .get_or_create(&ReloadLabels { component, result })
+            .inc();
+    }
+
+    /// Encodes every metric in the OpenMetrics text format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}

@@ -1,0 +1,102 @@
+use std::time::{Duration, Instant};
+
+use axum::extract::{FromRequest, Request};
+use axum::http::header;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+
+use super::{ApiError, AppState};
+use crate::admission::{ParsedReview, parse_review};
+
+/// A POSTed AdmissionReview request, read and parsed, with the deadline for answering it.
+///
+/// Rejections are [`ApiError`]s: 415 unless the body is declared `application/json`, 413 over
+/// the body limit (by Content-Length before reading, or while reading), 408 when the body does
+/// not arrive before the deadline, 400 when it is not an AdmissionReview request.
+#[derive(Debug)]
+pub struct AdmissionReviewBody {
+    /// The parsed review.
+    pub review: ParsedReview,
+    /// When the answer is due: `--request-timeout` from arrival, or sooner when the apiserver
+    /// says so with `?timeout=`.
+    pub deadline: Instant,
+}
+
+fn is_json(content_type: &str) -> bool {
+    let media_type = content_type.split(';').next().unwrap_or("").trim();
+    media_type.eq_ignore_ascii_case("application/json")
+}
+
+/// The apiserver calls webhooks with `?timeout=10s` (the configured `timeoutSeconds`).
+fn apiserver_timeout(query: Option<&str>) -> Option<Duration> {
+    query?
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("timeout="))
+        .and_then(|value| humantime::parse_duration(value).ok())
+}
+
+impl FromRequest<AppState> for AdmissionReviewBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let arrived = Instant::now();
+        let headers = request.headers();
+        let content_type = match headers.get(header::CONTENT_TYPE) {
+            Some(value) => value.to_str().unwrap_or("<not text>"),
+            None => "",
+        };
+        if !is_json(content_type) {
+            return Err(ApiError::UnsupportedMediaType(content_type.to_owned()));
+        }
+        let limit = state.settings.max_body_bytes;
+        let declared_length = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.parse::<u64>().ok());
+        if declared_length.is_some_and(|length| length > limit as u64) {
+            return Err(ApiError::PayloadTooLarge { limit });
+        }
+        let mut timeout = state.settings.request_timeout;
+        if let Some(asked) = apiserver_timeout(request.uri().query()) {
+            timeout = timeout.min(asked);
+        }
+        let deadline = arrived + timeout;
+        let body = Limited::new(request.into_body(), limit);
+        let bytes = match tokio::time::timeout_at(deadline.into(), body.collect()).await {
+            Err(_) => return Err(ApiError::RequestTimeout),
+            Ok(Err(error)) if error.downcast_ref::<LengthLimitError>().is_some() => {
+                return Err(ApiError::PayloadTooLarge { limit });
+            }
+            Ok(Err(error)) => return Err(ApiError::BodyRead(error.to_string())),
+            Ok(Ok(collected)) => collected.to_bytes(),
+        };
+        let review = parse_review(&bytes)?;
+        Ok(AdmissionReviewBody { review, deadline })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_media_types() {
+        assert!(is_json("application/json"));
+        assert!(is_json("Application/JSON; charset=utf-8"));
+        assert!(!is_json("application/yaml"));
+        assert!(!is_json(""));
+    }
+
+    #[test]
+    fn reads_the_apiserver_timeout() {
+        assert_eq!(
+            apiserver_timeout(Some("timeout=10s")),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(
+            apiserver_timeout(Some("a=b&timeout=500ms")),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(apiserver_timeout(Some("timeout=soon")), None);
+        assert_eq!(apiserver_timeout(None), None);
+    }
+}

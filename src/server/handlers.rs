@@ -1,0 +1,109 @@
+use std::panic::AssertUnwindSafe;
+use std::time::Instant;
+
+use axum::extract::State;
+use axum::http::{Uri, header};
+use axum::response::{IntoResponse, Response};
+
+use super::{AdmissionOutcome, AdmissionReviewBody, ApiError, AppState, OnError};
+use crate::admission::{AdmissionResponse, encode_review};
+use crate::engine::{Endpoint, EvalContext};
+
+pub(super) async fn validate(State(state): State<AppState>, body: AdmissionReviewBody) -> Response {
+    admit(&state, body, Endpoint::Validate)
+}
+
+pub(super) async fn mutate(State(state): State<AppState>, body: AdmissionReviewBody) -> Response {
+    admit(&state, body, Endpoint::Mutate)
+}
+
+pub(super) async fn not_found(uri: Uri) -> ApiError {
+    ApiError::NotFound(uri.path().to_owned())
+}
+
+pub(super) async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}
+
+/// The answer when evaluation itself failed, as `--on-error` says.
+fn evaluation_failure(on_error: OnError, uid: &str, reason: &str) -> AdmissionResponse {
+    match on_error {
+        OnError::Deny => AdmissionResponse::allow(uid).deny(
+            500,
+            "InternalError",
+            format!("portcullis could not evaluate the request: {reason}"),
+        ),
+        OnError::Allow => {
+            let mut response = AdmissionResponse::allow(uid);
+            response.warnings.push(format!(
+                "portcullis could not evaluate the request ({reason}); admitted by --on-error=allow"
+            ));
+            response
+        }
+    }
+}
+
+fn admit(state: &AppState, body: AdmissionReviewBody, endpoint: Endpoint) -> Response {
+    let started = Instant::now();
+    let request = &body.review.request;
+    let engine = state.engine.load();
+    let context = EvalContext {
+        endpoint,
+        deadline: Some(body.deadline),
+    };
+    let evaluated =
+        std::panic::catch_unwind(AssertUnwindSafe(|| engine.evaluate(request, &context)));
+    let on_error = state.settings.on_error;
+    let (response, violations, patch_operations) = match evaluated {
+        Ok(Ok(decision)) => (
+            decision.to_response(&request.uid),
+            decision.violations.len(),
+            decision.patch.as_ref().map_or(0, Vec::len),
+        ),
+        Ok(Err(error)) => {
+            tracing::warn!(uid = %request.uid, error = %error, "evaluation failed");
+            (
+                evaluation_failure(on_error, &request.uid, &error.to_string()),
+                0,
+                0,
+            )
+        }
+        Err(_) => {
+            state.metrics.panics.inc();
+            tracing::error!(uid = %request.uid, "a policy rule panicked");
+            (
+                evaluation_failure(on_error, &request.uid, "a policy rule panicked"),
+                0,
+                0,
+            )
+        }
+    };
+    let code = response.status.as_ref().map_or(200, |status| status.code);
+    tracing::info!(
+        uid = %request.uid,
+        endpoint = endpoint.name(),
+        kind = %request.kind.kind,
+        namespace = request.namespace.as_deref().unwrap_or(""),
+        name = request.name.as_deref().unwrap_or(""),
+        operation = %request.operation,
+        user = %request.user_info.username,
+        dry_run = request.dry_run.unwrap_or(false),
+        allowed = response.allowed,
+        code,
+        violations,
+        patch_operations,
+        warnings = response.warnings.len(),
+        duration_us = started.elapsed().as_micros() as u64,
+        "admission decision"
+    );
+    let mut http = (
+        [(header::CONTENT_TYPE, "application/json")],
+        encode_review(body.review.version, &response),
+    )
+        .into_response();
+    http.extensions_mut().insert(AdmissionOutcome {
+        allowed: response.allowed,
+        code,
+    });
+    http
+}

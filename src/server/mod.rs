@@ -1,0 +1,109 @@
+//! The webhook server: router, handlers, the AdmissionReview extractor, errors, and the
+//! listeners with graceful shutdown.
+
+mod error;
+mod extract;
+mod handlers;
+mod observe;
+mod run;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use axum::Router;
+use axum::routing::post;
+use clap::ValueEnum;
+use tower_http::catch_panic::CatchPanicLayer;
+
+use crate::admin::Readiness;
+use crate::engine::Engine;
+use crate::metrics::Metrics;
+
+pub use error::ApiError;
+pub use extract::AdmissionReviewBody;
+pub use observe::AdmissionOutcome;
+pub use run::{RunningServer, ServeConfig, ServeError, start};
+
+/// What Portcullis answers when it cannot evaluate a request (a panic in a rule, a deadline
+/// passed): the AdmissionResponse still carries the request's uid and says what failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum OnError {
+    /// Admit the request, with a warning saying it was not evaluated.
+    Allow,
+    /// Refuse the request with code 500 and the reason (fail closed).
+    #[default]
+    Deny,
+}
+
+/// Per-request limits and failure behaviour.
+#[derive(Debug, Clone)]
+pub struct RequestSettings {
+    /// Largest accepted body; larger ones get 413.
+    pub max_body_bytes: usize,
+    /// Deadline for reading and deciding one request. The apiserver's `?timeout=` lowers it.
+    pub request_timeout: Duration,
+    /// The answer when evaluation fails.
+    pub on_error: OnError,
+}
+
+impl Default for RequestSettings {
+    fn default() -> Self {
+        RequestSettings {
+            max_body_bytes: 3 * 1024 * 1024,
+            request_timeout: Duration::from_secs(2),
+            on_error: OnError::Deny,
+        }
+    }
+}
+
+/// Shared state of the webhook router.
+#[derive(Clone)]
+pub struct AppState {
+    /// The policy engine in use; replaced whole on reload.
+    pub engine: Arc<ArcSwap<Engine>>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Readiness, shared with the admin listener.
+    pub readiness: Arc<Readiness>,
+    /// Limits and failure behaviour.
+    pub settings: Arc<RequestSettings>,
+}
+
+impl AppState {
+    /// State with fresh metrics and readiness around `engine`.
+    pub fn new(engine: Engine, settings: RequestSettings) -> Self {
+        AppState {
+            engine: Arc::new(ArcSwap::from_pointee(engine)),
+            metrics: Arc::new(Metrics::new()),
+            readiness: Arc::new(Readiness::default()),
+            settings: Arc::new(settings),
+        }
+    }
+}
+
+/// The webhook router: `POST /validate`, `POST /mutate`; every other path is 404 and every
+/// other method 405, each with a JSON Status body. Panics become 500 and are counted.
+pub fn webhook_router(state: AppState) -> Router {
+    let metrics = state.metrics.clone();
+    Router::new()
+        .route(
+            "/validate",
+            post(handlers::validate).fallback(handlers::method_not_allowed),
+        )
+        .route(
+            "/mutate",
+            post(handlers::mutate).fallback(handlers::method_not_allowed),
+        )
+        .fallback(handlers::not_found)
+        .layer(CatchPanicLayer::custom(move |_panic| {
+            metrics.panics.inc();
+            tracing::error!("request handler panicked");
+            axum::response::IntoResponse::into_response(ApiError::Panicked)
+        }))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            observe::observe,
+        ))
+        .with_state(state)
+}
