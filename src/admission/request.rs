@@ -192,7 +192,7 @@ pub struct GroupVersionResource {
 
 /// An admission operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
-#[serde(rename_all = "UPPERCASE")]
+#[serde(rename_all = "UPPERCASE", try_from = "String")]
 pub enum Operation {
     /// CREATE
     Create,
@@ -202,6 +202,22 @@ pub enum Operation {
     Delete,
     /// CONNECT
     Connect,
+}
+
+impl TryFrom<String> for Operation {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        match value.as_str() {
+            "CREATE" => Ok(Operation::Create),
+            "UPDATE" => Ok(Operation::Update),
+            "DELETE" => Ok(Operation::Delete),
+            "CONNECT" => Ok(Operation::Connect),
+            _ => Err(format!(
+                "unknown operation {value:?}: expected CREATE, UPDATE, DELETE or CONNECT"
+            )),
+        }
+    }
 }
 
 impl fmt::Display for Operation {
@@ -308,7 +324,7 @@ mod tests {
             parse_review(bad_op.as_bytes())
                 .unwrap_err()
                 .to_string()
-                .contains("unknown variant `PATCH`")
+                .contains("unknown operation \"PATCH\"")
         );
         let bad_object = review(&MINIMAL.replace(r#"{"kind":"Pod"}"#, "42"));
         assert!(matches!(
