@@ -1,11 +1,12 @@
 //! The built-in rule set `serve` runs when no policies are given: no privileged containers and
-//! no host namespaces in pods (and pod templates), and a default `imagePullPolicy`.
+//! no host namespaces in pods (and pod templates); default `imagePullPolicy` and seccomp
+//! profile.
 
 use serde_json::{Value, json};
 
-use super::pod_specs::{CONTAINER_LISTS, pod_spec, pod_spec_location};
+use super::pod_specs::{CONTAINER_LISTS, PodSpecLocation, pod_spec, pod_spec_location};
 use super::{DefaultingRule, ValidationRule, Violation};
-use crate::admission::AdmissionRequest;
+use crate::admission::{AdmissionRequest, Operation};
 use crate::patch::{ObjectEditor, PathSegment};
 
 const POLICY: &str = "builtin";
@@ -92,6 +93,19 @@ impl ValidationRule for NoHostNamespaces {
     }
 }
 
+/// Where defaults may be written: pod templates on CREATE and UPDATE, Pods on CREATE only
+/// (a Pod's spec is immutable once created, so a patch on UPDATE would be refused).
+fn defaultable_pod_spec(request: &AdmissionRequest) -> Option<PodSpecLocation> {
+    let location = pod_spec_location(request)?;
+    let is_pod = location.path.len() == 1;
+    let writable = match request.operation {
+        Operation::Create => request.sub_resource.as_deref().unwrap_or("").is_empty(),
+        Operation::Update => !is_pod,
+        Operation::Delete | Operation::Connect => false,
+    };
+    writable.then_some(location)
+}
+
 /// Sets `imagePullPolicy: IfNotPresent` on containers and init containers that leave it unset.
 pub struct DefaultImagePullPolicy;
 
@@ -105,12 +119,7 @@ impl DefaultingRule for DefaultImagePullPolicy {
     }
 
     fn apply(&self, request: &AdmissionRequest, editor: &mut ObjectEditor<'_>) {
-        if request.operation != crate::admission::Operation::Create
-            && request.operation != crate::admission::Operation::Update
-        {
-            return;
-        }
-        let Some(location) = pod_spec_location(request) else {
+        let Some(location) = defaultable_pod_spec(request) else {
             return;
         };
         let mut path: Vec<PathSegment<'_>> = location.path.to_vec();
@@ -127,6 +136,32 @@ impl DefaultingRule for DefaultImagePullPolicy {
                 editor.set_if_missing(&path, json!("IfNotPresent"));
             }
         }
+    }
+}
+
+/// Sets the pod-level `securityContext.seccompProfile` to `RuntimeDefault` when the pod sets
+/// none (containers that set their own keep it). The apiserver does not default this field.
+pub struct DefaultSeccompProfile;
+
+impl DefaultingRule for DefaultSeccompProfile {
+    fn policy(&self) -> &str {
+        POLICY
+    }
+
+    fn name(&self) -> &str {
+        "default-seccomp-profile"
+    }
+
+    fn apply(&self, request: &AdmissionRequest, editor: &mut ObjectEditor<'_>) {
+        let Some(location) = defaultable_pod_spec(request) else {
+            return;
+        };
+        let mut path: Vec<PathSegment<'_>> = location.path.to_vec();
+        path.extend([
+            PathSegment::Key("securityContext"),
+            PathSegment::Key("seccompProfile"),
+        ]);
+        editor.set_if_missing(&path, json!({"type": "RuntimeDefault"}));
     }
 }
 
@@ -245,7 +280,8 @@ mod tests {
             paths,
             [
                 "/spec/containers/0/imagePullPolicy",
-                "/spec/initContainers/0/imagePullPolicy"
+                "/spec/initContainers/0/imagePullPolicy",
+                "/spec/securityContext",
             ]
         );
         let patched = decision.patched_object.unwrap();
@@ -253,5 +289,38 @@ mod tests {
             .evaluate(&request("Pod", "", "CREATE", patched), &context)
             .unwrap();
         assert_eq!(again.patch, None);
+    }
+
+    #[test]
+    fn pods_are_defaulted_only_on_create() {
+        let context = EvalContext {
+            endpoint: Endpoint::Mutate,
+            deadline: None,
+        };
+        let pod = json!({"spec": {"containers": [{"name": "a"}]}});
+        let update = request("Pod", "", "UPDATE", pod.clone());
+        let decision = Engine::builtin().evaluate(&update, &context).unwrap();
+        assert_eq!(decision.patch, None, "a Pod's spec is immutable");
+        let deployment = json!({"spec": {"template": pod}});
+        let update = request("Deployment", "apps", "UPDATE", deployment);
+        let decision = Engine::builtin().evaluate(&update, &context).unwrap();
+        assert_eq!(decision.patch.map(|p| p.len()), Some(2));
+    }
+
+    #[test]
+    fn ephemeral_containers_are_validated() {
+        let mut pod = request(
+            "Pod",
+            "",
+            "UPDATE",
+            json!({"spec": {"ephemeralContainers": [{"name": "debug", "securityContext": {"privileged": true}}]}}),
+        );
+        pod.sub_resource = Some("ephemeralcontainers".into());
+        assert_eq!(
+            validate(&pod)[0].path,
+            "spec.ephemeralContainers[0].securityContext.privileged"
+        );
+        pod.sub_resource = Some("status".into());
+        assert!(validate(&pod).is_empty());
     }
 }

@@ -13,7 +13,9 @@ use std::time::Instant;
 use crate::admission::AdmissionRequest;
 use crate::patch::ObjectEditor;
 
-pub use builtin::{DefaultImagePullPolicy, NoHostNamespaces, NoPrivilegedContainers};
+pub use builtin::{
+    DefaultImagePullPolicy, DefaultSeccompProfile, NoHostNamespaces, NoPrivilegedContainers,
+};
 pub use decision::{Decision, Violation};
 pub use pod_specs::{CONTAINER_LISTS, PodSpecLocation, pod_spec, pod_spec_location};
 
@@ -90,7 +92,10 @@ impl Engine {
     pub fn builtin() -> Self {
         Engine {
             validations: vec![Box::new(NoPrivilegedContainers), Box::new(NoHostNamespaces)],
-            defaults: vec![Box::new(DefaultImagePullPolicy)],
+            defaults: vec![
+                Box::new(DefaultImagePullPolicy),
+                Box::new(DefaultSeccompProfile),
+            ],
         }
     }
 

@@ -39,16 +39,15 @@ const CRON_JOB: PodSpecLocation = PodSpecLocation {
 
 /// Where the pod spec is in objects of the request's kind: Pods, and the pod templates of
 /// Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob, ReplicationController and
-/// PodTemplate. Other kinds (and subresources such as `pods/exec`) have none.
+/// PodTemplate. `pods/ephemeralcontainers` carries the whole Pod and counts; other
+/// subresources (`pods/exec`, `deployments/scale` …) have none.
 pub fn pod_spec_location(request: &AdmissionRequest) -> Option<PodSpecLocation> {
-    if request
-        .sub_resource
-        .as_deref()
-        .is_some_and(|s| !s.is_empty())
-    {
-        return None;
-    }
     let kind = &request.kind;
+    match request.sub_resource.as_deref().unwrap_or("") {
+        "" => {}
+        "ephemeralcontainers" if kind.group.is_empty() && kind.kind == "Pod" => return Some(POD),
+        _ => return None,
+    }
     match (kind.group.as_str(), kind.kind.as_str()) {
         ("", "Pod") => Some(POD),
         ("", "PodTemplate") => Some(POD_TEMPLATE),

@@ -78,6 +78,13 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
+        // The message can quote the body (serde names values it could not read): log the
+        // reason class only.
+        tracing::warn!(
+            code = status.as_u16(),
+            reason = self.reason(),
+            "request rejected"
+        );
         let body = StatusBody {
             api_version: "v1",
             kind: "Status",
