@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::server::OnError;
 use crate::telemetry::LogFormat;
+use crate::webhook_config::FailurePolicy;
 
 /// Portcullis: a fast Kubernetes admission webhook.
 #[derive(Debug, Parser)]
@@ -37,6 +38,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// Write a CA and a serving certificate (ca.crt, tls.crt, tls.key) for the webhook.
     Certs(CertsArgs),
+    /// Print Validating and Mutating webhook configurations for a policy set.
+    WebhookConfig(WebhookConfigArgs),
 }
 
 fn parse_duration(value: &str) -> Result<Duration, String> {
@@ -120,4 +123,36 @@ pub struct CertsArgs {
     /// Replace files that already exist.
     #[arg(long, env = "PORTCULLIS_CERTS_FORCE")]
     pub force: bool,
+}
+
+/// Flags of `portcullis webhook-config`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["url", "service"])))]
+pub struct WebhookConfigArgs {
+    /// Policy file or folder (repeatable); without it, the built-in rule set.
+    #[arg(long = "policies", env = "PORTCULLIS_POLICIES", value_delimiter = ',')]
+    pub policies: Vec<PathBuf>,
+    /// Base URL the apiserver calls, e.g. https://127.0.0.1:8443 (/validate, /mutate appended).
+    #[arg(long, env = "PORTCULLIS_WEBHOOK_URL")]
+    pub url: Option<String>,
+    /// The in-cluster Service as NAMESPACE/NAME[:PORT] (port 443 by default).
+    #[arg(long, env = "PORTCULLIS_WEBHOOK_SERVICE")]
+    pub service: Option<String>,
+    /// PEM CA bundle that signs the serving certificate (goes into caBundle).
+    #[arg(long, env = "PORTCULLIS_CA_BUNDLE")]
+    pub ca_bundle: PathBuf,
+    /// What the apiserver does when the webhook cannot answer.
+    #[arg(long, env = "PORTCULLIS_FAILURE_POLICY", value_enum, default_value_t = FailurePolicy::Fail)]
+    pub failure_policy: FailurePolicy,
+    /// Seconds the apiserver waits for an answer (1-30).
+    #[arg(long, env = "PORTCULLIS_TIMEOUT_SECONDS", default_value_t = 5,
+          value_parser = clap::value_parser!(u8).range(1..=30))]
+    pub timeout_seconds: u8,
+    /// Name of both configurations; webhooks are named validate.NAME.portcullis.dev and
+    /// mutate.NAME.portcullis.dev (validate.portcullis.dev for the default name).
+    #[arg(long, env = "PORTCULLIS_WEBHOOK_NAME", default_value = "portcullis")]
+    pub name: String,
+    /// Portcullis's own namespace, excluded from admission (with --url; --service implies it).
+    #[arg(long, env = "PORTCULLIS_NAMESPACE", default_value = "portcullis")]
+    pub namespace: String,
 }

@@ -21,3 +21,4 @@ pub mod patch;
 pub mod server;
 pub mod telemetry;
 pub mod tls;
+pub mod webhook_config;

@@ -191,7 +191,7 @@ pub struct GroupVersionResource {
 }
 
 /// An admission operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, Serialize)]
 #[serde(rename_all = "UPPERCASE", try_from = "String")]
 pub enum Operation {
     /// CREATE

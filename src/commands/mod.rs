@@ -2,6 +2,7 @@
 
 mod certs;
 mod serve;
+mod webhook_config;
 
 use std::process::ExitCode;
 
@@ -9,6 +10,7 @@ use crate::cli::{Cli, Command};
 
 pub use certs::certs;
 pub use serve::serve;
+pub use webhook_config::webhook_config;
 
 /// Runs a parsed command line and returns the process exit code: 0 on success, 1 on failure.
 pub fn run(cli: Cli) -> ExitCode {
@@ -20,6 +22,7 @@ pub fn run(cli: Cli) -> ExitCode {
             .map_err(anyhow::Error::from)
             .and_then(|runtime| runtime.block_on(serve(args))),
         Command::Certs(args) => certs(args),
+        Command::WebhookConfig(args) => webhook_config(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -29,4 +32,15 @@ pub fn run(cli: Cli) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The engine for a list of policy paths: the built-in rule set when the list is empty.
+pub fn load_engine(policies: &[std::path::PathBuf]) -> anyhow::Result<crate::engine::Engine> {
+    if !policies.is_empty() {
+        anyhow::bail!(
+            "--policies: loading policy documents is not available in this version; \
+             run without --policies to use the built-in rule set"
+        );
+    }
+    Ok(crate::engine::Engine::builtin())
 }

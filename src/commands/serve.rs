@@ -1,21 +1,14 @@
-use anyhow::{Context, bail};
+use anyhow::Context;
 
 use crate::cli::ServeArgs;
-use crate::engine::Engine;
 use crate::server::{RequestSettings, ServeConfig, start};
 use crate::tls::{CertificateSource, LOOPBACK_HOSTS, TlsSettings, generate_certificates};
 
 /// `portcullis serve`: runs until SIGTERM or SIGINT, then drains and returns.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     install_panic_hook();
-    if !args.policies.is_empty() {
-        bail!(
-            "--policies: loading policy documents is not available in this version; \
-             run without --policies to use the built-in rule set"
-        );
-    }
+    let engine = super::load_engine(&args.policies)?;
     let tls = tls_settings(&args)?;
-    let engine = Engine::builtin();
     let rules = engine.rule_count();
     let server = start(ServeConfig {
         listen: args.listen,

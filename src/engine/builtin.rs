@@ -5,7 +5,8 @@
 use serde_json::{Value, json};
 
 use super::pod_specs::{CONTAINER_LISTS, PodSpecLocation, pod_spec, pod_spec_location};
-use super::{DefaultingRule, ValidationRule, Violation};
+use super::resource_rules::pod_spec_resource_rules;
+use super::{DefaultingRule, ResourceRule, ValidationRule, Violation};
 use crate::admission::{AdmissionRequest, Operation};
 use crate::patch::{ObjectEditor, PathSegment};
 
@@ -31,6 +32,10 @@ impl ValidationRule for NoPrivilegedContainers {
 
     fn name(&self) -> &str {
         "no-privileged"
+    }
+
+    fn resource_rules(&self) -> Vec<ResourceRule> {
+        pod_spec_resource_rules(&[Operation::Create, Operation::Update], true)
     }
 
     fn validate(&self, request: &AdmissionRequest, violations: &mut Vec<Violation>) {
@@ -71,6 +76,10 @@ impl ValidationRule for NoHostNamespaces {
 
     fn name(&self) -> &str {
         "no-host-namespaces"
+    }
+
+    fn resource_rules(&self) -> Vec<ResourceRule> {
+        pod_spec_resource_rules(&[Operation::Create, Operation::Update], true)
     }
 
     fn validate(&self, request: &AdmissionRequest, violations: &mut Vec<Violation>) {
@@ -118,6 +127,10 @@ impl DefaultingRule for DefaultImagePullPolicy {
         "default-image-pull-policy"
     }
 
+    fn resource_rules(&self) -> Vec<ResourceRule> {
+        pod_spec_resource_rules(&[Operation::Create, Operation::Update], false)
+    }
+
     fn apply(&self, request: &AdmissionRequest, editor: &mut ObjectEditor<'_>) {
         let Some(location) = defaultable_pod_spec(request) else {
             return;
@@ -150,6 +163,10 @@ impl DefaultingRule for DefaultSeccompProfile {
 
     fn name(&self) -> &str {
         "default-seccomp-profile"
+    }
+
+    fn resource_rules(&self) -> Vec<ResourceRule> {
+        pod_spec_resource_rules(&[Operation::Create, Operation::Update], false)
     }
 
     fn apply(&self, request: &AdmissionRequest, editor: &mut ObjectEditor<'_>) {

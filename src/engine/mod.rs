@@ -7,6 +7,7 @@
 mod builtin;
 mod decision;
 mod pod_specs;
+mod resource_rules;
 
 use std::time::Instant;
 
@@ -18,6 +19,7 @@ pub use builtin::{
 };
 pub use decision::{Decision, Violation};
 pub use pod_specs::{CONTAINER_LISTS, PodSpecLocation, pod_spec, pod_spec_location};
+pub use resource_rules::{ResourceRule, merge_rules, pod_spec_resource_rules};
 
 /// Which webhook endpoint a request came to; it selects the rules that run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -61,6 +63,8 @@ pub trait ValidationRule: Send + Sync {
     fn policy(&self) -> &str;
     /// The rule's name within its policy.
     fn name(&self) -> &str;
+    /// The requests this rule can act on.
+    fn resource_rules(&self) -> Vec<ResourceRule>;
     /// Appends a violation for each thing the request breaks.
     fn validate(&self, request: &AdmissionRequest, violations: &mut Vec<Violation>);
 }
@@ -71,6 +75,8 @@ pub trait DefaultingRule: Send + Sync {
     fn policy(&self) -> &str;
     /// The rule's name within its policy.
     fn name(&self) -> &str;
+    /// The requests this rule can act on.
+    fn resource_rules(&self) -> Vec<ResourceRule>;
     /// Applies the defaults to the object being edited.
     fn apply(&self, request: &AdmissionRequest, editor: &mut ObjectEditor<'_>);
 }
@@ -111,6 +117,24 @@ impl Engine {
     pub fn with_default(mut self, rule: impl DefaultingRule + 'static) -> Self {
         self.defaults.push(Box::new(rule));
         self
+    }
+
+    /// What a webhook configuration must register for `endpoint`: the union of its rules'
+    /// resource rules, merged.
+    pub fn webhook_rules(&self, endpoint: Endpoint) -> Vec<ResourceRule> {
+        let rules = match endpoint {
+            Endpoint::Validate => self
+                .validations
+                .iter()
+                .flat_map(|rule| rule.resource_rules())
+                .collect(),
+            Endpoint::Mutate => self
+                .defaults
+                .iter()
+                .flat_map(|rule| rule.resource_rules())
+                .collect(),
+        };
+        merge_rules(rules)
     }
 
     /// How many rules the engine holds.

@@ -1,0 +1,43 @@
+use anyhow::Context;
+
+use crate::cli::WebhookConfigArgs;
+use crate::webhook_config::{WebhookOptions, WebhookTarget, webhook_configurations};
+
+/// `portcullis webhook-config`: prints the configurations as multi-document YAML.
+pub fn webhook_config(args: WebhookConfigArgs) -> anyhow::Result<()> {
+    let engine = super::load_engine(&args.policies)?;
+    let target = match (&args.url, &args.service) {
+        (Some(url), _) => WebhookTarget::Url(url.clone()),
+        (None, Some(service)) => {
+            WebhookTarget::parse_service(service).map_err(|e| anyhow::anyhow!("--service: {e}"))?
+        }
+        (None, None) => anyhow::bail!("one of --url or --service is required"),
+    };
+    let ca_bundle_pem = std::fs::read(&args.ca_bundle)
+        .with_context(|| format!("reading --ca-bundle {}", args.ca_bundle.display()))?;
+    if !String::from_utf8_lossy(&ca_bundle_pem).contains("-----BEGIN CERTIFICATE-----") {
+        anyhow::bail!(
+            "--ca-bundle {} holds no PEM certificate",
+            args.ca_bundle.display()
+        );
+    }
+    let options = WebhookOptions {
+        target,
+        ca_bundle_pem,
+        failure_policy: args.failure_policy,
+        timeout_seconds: args.timeout_seconds,
+        name: args.name,
+        own_namespace: args.namespace,
+    };
+    let configurations = webhook_configurations(&engine, &options);
+    if configurations.is_empty() {
+        anyhow::bail!("the policies act on no resource: there is nothing to register");
+    }
+    let mut out = String::new();
+    for configuration in &configurations {
+        out.push_str("---\n");
+        out.push_str(&serde_norway::to_string(configuration)?);
+    }
+    print!("{out}");
+    Ok(())
+}
