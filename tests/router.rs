@@ -12,7 +12,7 @@ use base64::Engine as _;
 use common::{body_bytes, fixture, post_json, read_fixture};
 use portcullis::admin::{AdminState, admin_router};
 use portcullis::admission::AdmissionRequest;
-use portcullis::engine::{Engine, ValidationRule, Violation};
+use portcullis::engine::{Action, Engine, ResourceRule, ValidationRule, Violation};
 use portcullis::server::{AppState, OnError, RequestSettings, webhook_router};
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -362,6 +362,9 @@ impl ValidationRule for PanickingRule {
     fn name(&self) -> &str {
         "panics"
     }
+    fn resource_rules(&self) -> Vec<ResourceRule> {
+        Vec::new()
+    }
     fn validate(&self, _: &AdmissionRequest, _: &mut Vec<Violation>) {
         panic!("rule bug");
     }
@@ -371,7 +374,7 @@ impl ValidationRule for PanickingRule {
 async fn evaluation_failures_follow_on_error() {
     for on_error in [OnError::Deny, OnError::Allow] {
         let state = AppState::new(
-            Engine::empty().with_validation(PanickingRule),
+            Engine::empty().with_validation(Action::Deny, PanickingRule),
             RequestSettings {
                 on_error,
                 ..RequestSettings::default()

@@ -102,6 +102,53 @@ impl ValidationRule for NoHostNamespaces {
     }
 }
 
+/// Warns about containers whose image has no tag or the `latest` tag (and no digest): what
+/// runs can change without the object changing.
+pub struct WarnMutableImageTag;
+
+impl ValidationRule for WarnMutableImageTag {
+    fn policy(&self) -> &str {
+        POLICY
+    }
+
+    fn name(&self) -> &str {
+        "mutable-image-tag"
+    }
+
+    fn resource_rules(&self) -> Vec<ResourceRule> {
+        pod_spec_resource_rules(&[Operation::Create, Operation::Update], true)
+    }
+
+    fn validate(&self, request: &AdmissionRequest, violations: &mut Vec<Violation>) {
+        let Some((location, spec)) = pod_spec(request) else {
+            return;
+        };
+        for list in CONTAINER_LISTS {
+            let Some(containers) = spec.get(list).and_then(Value::as_array) else {
+                continue;
+            };
+            for (index, container) in containers.iter().enumerate() {
+                let Some(image) = container.get("image").and_then(Value::as_str) else {
+                    continue;
+                };
+                if image.contains('@') {
+                    continue;
+                }
+                let last_segment = image.rsplit('/').next().unwrap_or(image);
+                let tag = last_segment.split_once(':').map(|(_, tag)| tag);
+                if matches!(tag, None | Some("latest")) {
+                    let name = container.get("name").and_then(Value::as_str).unwrap_or("");
+                    violations.push(violation(
+                        self.name(),
+                        format!("{}.{list}[{index}].image", location.display),
+                        format!("container {name:?} image has no pinned tag; use a version tag or digest"),
+                    ));
+                }
+            }
+        }
+    }
+}
+
 /// Where defaults may be written: pod templates on CREATE and UPDATE, Pods on CREATE only
 /// (a Pod's spec is immutable once created, so a patch on UPDATE would be refused).
 fn defaultable_pod_spec(request: &AdmissionRequest) -> Option<PodSpecLocation> {
@@ -223,6 +270,32 @@ mod tests {
             .evaluate(request, &context)
             .unwrap()
             .violations
+    }
+
+    #[test]
+    fn mutable_image_tags_warn_without_denying() {
+        let pod = json!({"spec": {"containers": [
+            {"name": "a", "image": "nginx"},
+            {"name": "b", "image": "registry.example.com:5000/team/app:latest"},
+            {"name": "c", "image": "registry.example.com:5000/team/app"},
+            {"name": "d", "image": "nginx:1.27"},
+            {"name": "e", "image": "nginx@sha256:0123"},
+        ]}});
+        let context = EvalContext {
+            endpoint: Endpoint::Validate,
+            deadline: None,
+        };
+        let decision = Engine::builtin()
+            .evaluate(&request("Pod", "", "CREATE", pod), &context)
+            .unwrap();
+        assert!(decision.allowed());
+        assert_eq!(decision.warnings.len(), 3, "{:?}", decision.warnings);
+        assert_eq!(
+            decision.warnings[0],
+            "[builtin/mutable-image-tag] spec.containers[0].image: container \"a\" image has no \
+             pinned tag; use a version tag or digest"
+        );
+        assert!(decision.warnings[2].contains("containers[2]"));
     }
 
     #[test]

@@ -4,6 +4,7 @@ use std::fmt;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::Action;
 use crate::admission::AdmissionResponse;
 use crate::patch::PatchOperation;
 
@@ -46,7 +47,61 @@ pub struct Decision {
     pub patched_object: Option<Value>,
 }
 
+/// The apiserver truncates each warning to 256 characters; keep ours within that.
+const WARNING_LIMIT: usize = 256;
+
+fn warning_text(violation: &Violation) -> String {
+    let text = violation.to_string();
+    if text.chars().count() <= WARNING_LIMIT {
+        return text;
+    }
+    let mut short: String = text.chars().take(WARNING_LIMIT - 1).collect();
+    short.push('…');
+    short
+}
+
+/// An audit annotation key from a policy name: the apiserver prefixes it with the webhook
+/// name and requires a qualified-name-like key.
+fn audit_key(policy: &str) -> String {
+    let key: String = policy
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .take(63)
+        .collect();
+    key.trim_matches(|c: char| !c.is_ascii_alphanumeric())
+        .to_owned()
+}
+
 impl Decision {
+    /// Routes violations by the action of the rule that found them.
+    pub fn record(&mut self, action: Action, violations: impl Iterator<Item = Violation>) {
+        for violation in violations {
+            match action {
+                Action::Deny => self.violations.push(violation),
+                Action::Warn => self.warnings.push(warning_text(&violation)),
+                Action::Audit => {
+                    let entry = self
+                        .audit_annotations
+                        .entry(audit_key(&violation.policy))
+                        .or_default();
+                    if !entry.is_empty() {
+                        entry.push_str("; ");
+                    }
+                    entry.push_str(&format!(
+                        "[{}] {}: {}",
+                        violation.rule, violation.path, violation.message
+                    ));
+                }
+            }
+        }
+    }
+
     /// Whether the request is admitted.
     pub fn allowed(&self) -> bool {
         self.violations.is_empty()
@@ -77,5 +132,46 @@ impl Decision {
         response.warnings = self.warnings.clone();
         response.audit_annotations = self.audit_annotations.clone();
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn violation(policy: &str, message: &str) -> Violation {
+        Violation {
+            policy: policy.into(),
+            rule: "r".into(),
+            path: "spec".into(),
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn actions_route_violations() {
+        let mut decision = Decision::default();
+        decision.record(Action::Warn, [violation("p", &"x".repeat(400))].into_iter());
+        decision.record(
+            Action::Audit,
+            [
+                violation("Team Policy!", "a"),
+                violation("Team Policy!", "b"),
+            ]
+            .into_iter(),
+        );
+        assert!(decision.allowed());
+        assert_eq!(decision.warnings[0].chars().count(), 256);
+        assert!(decision.warnings[0].ends_with('…'));
+        assert_eq!(
+            decision.audit_annotations["team-policy"],
+            "[r] spec: a; [r] spec: b"
+        );
+        decision.record(Action::Deny, [violation("p", "no")].into_iter());
+        let response = decision.to_response("u");
+        assert!(!response.allowed);
+        assert_eq!(response.status.unwrap().message, "[p/r] spec: no");
+        assert_eq!(response.warnings.len(), 1);
+        assert_eq!(response.audit_annotations.len(), 1);
     }
 }

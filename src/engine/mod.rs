@@ -6,6 +6,7 @@
 
 mod builtin;
 mod decision;
+pub mod pod_security;
 mod pod_specs;
 mod resource_rules;
 
@@ -16,6 +17,7 @@ use crate::patch::ObjectEditor;
 
 pub use builtin::{
     DefaultImagePullPolicy, DefaultSeccompProfile, NoHostNamespaces, NoPrivilegedContainers,
+    WarnMutableImageTag,
 };
 pub use decision::{Decision, Violation};
 pub use pod_specs::{CONTAINER_LISTS, PodSpecLocation, pod_spec, pod_spec_location};
@@ -81,10 +83,26 @@ pub trait DefaultingRule: Send + Sync {
     fn apply(&self, request: &AdmissionRequest, editor: &mut ObjectEditor<'_>);
 }
 
+/// What a validation rule's violations do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize, serde::Serialize)]
+pub enum Action {
+    /// Refuse the request (403) and list the violation in the message.
+    Deny,
+    /// Admit it with a warning per violation (kubectl prints `Warning: …`).
+    Warn,
+    /// Admit it and record the violations in the audit annotation of the policy.
+    Audit,
+}
+
+struct BoundValidation {
+    action: Action,
+    rule: Box<dyn ValidationRule>,
+}
+
 /// A compiled, immutable rule set. Swapped whole on reload.
 #[derive(Default)]
 pub struct Engine {
-    validations: Vec<Box<dyn ValidationRule>>,
+    validations: Vec<BoundValidation>,
     defaults: Vec<Box<dyn DefaultingRule>>,
 }
 
@@ -96,19 +114,21 @@ impl Engine {
 
     /// The built-in default rule set that `serve` runs when no policies are given.
     pub fn builtin() -> Self {
-        Engine {
-            validations: vec![Box::new(NoPrivilegedContainers), Box::new(NoHostNamespaces)],
-            defaults: vec![
-                Box::new(DefaultImagePullPolicy),
-                Box::new(DefaultSeccompProfile),
-            ],
-        }
+        Engine::empty()
+            .with_validation(Action::Deny, NoPrivilegedContainers)
+            .with_validation(Action::Deny, NoHostNamespaces)
+            .with_validation(Action::Warn, WarnMutableImageTag)
+            .with_default(DefaultImagePullPolicy)
+            .with_default(DefaultSeccompProfile)
     }
 
-    /// Adds a validation rule.
+    /// Adds a validation rule whose violations take `action`.
     #[must_use]
-    pub fn with_validation(mut self, rule: impl ValidationRule + 'static) -> Self {
-        self.validations.push(Box::new(rule));
+    pub fn with_validation(mut self, action: Action, rule: impl ValidationRule + 'static) -> Self {
+        self.validations.push(BoundValidation {
+            action,
+            rule: Box::new(rule),
+        });
         self
     }
 
@@ -126,7 +146,7 @@ impl Engine {
             Endpoint::Validate => self
                 .validations
                 .iter()
-                .flat_map(|rule| rule.resource_rules())
+                .flat_map(|bound| bound.rule.resource_rules())
                 .collect(),
             Endpoint::Mutate => self
                 .defaults
@@ -153,11 +173,13 @@ impl Engine {
         let past_deadline = || context.deadline.is_some_and(|d| Instant::now() >= d);
         match context.endpoint {
             Endpoint::Validate => {
-                for rule in &self.validations {
+                let mut found = Vec::new();
+                for bound in &self.validations {
                     if past_deadline() {
                         return Err(EvalError::DeadlineExceeded);
                     }
-                    rule.validate(request, &mut decision.violations);
+                    bound.rule.validate(request, &mut found);
+                    decision.record(bound.action, found.drain(..));
                 }
             }
             Endpoint::Mutate => {
