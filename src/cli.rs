@@ -138,9 +138,10 @@ pub struct WebhookConfigArgs {
     /// The in-cluster Service as NAMESPACE/NAME[:PORT] (port 443 by default).
     #[arg(long, env = "PORTCULLIS_WEBHOOK_SERVICE")]
     pub service: Option<String>,
-    /// PEM CA bundle that signs the serving certificate (goes into caBundle).
+    /// PEM CA bundle that signs the serving certificate (goes into caBundle). Without it,
+    /// caBundle is left out for cert-manager's CA injector or a kustomize overlay to fill.
     #[arg(long, env = "PORTCULLIS_CA_BUNDLE")]
-    pub ca_bundle: PathBuf,
+    pub ca_bundle: Option<PathBuf>,
     /// What the apiserver does when the webhook cannot answer.
     #[arg(long, env = "PORTCULLIS_FAILURE_POLICY", value_enum, default_value_t = FailurePolicy::Fail)]
     pub failure_policy: FailurePolicy,

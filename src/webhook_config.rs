@@ -65,8 +65,9 @@ pub enum FailurePolicy {
 pub struct WebhookOptions {
     /// Where the webhook is.
     pub target: WebhookTarget,
-    /// PEM CA bundle that signs the serving certificate.
-    pub ca_bundle_pem: Vec<u8>,
+    /// PEM CA bundle that signs the serving certificate; `None` leaves `caBundle` out for a
+    /// CA injector or an overlay to fill.
+    pub ca_bundle_pem: Option<Vec<u8>>,
     /// Failure policy for both webhooks.
     pub failure_policy: FailurePolicy,
     /// `timeoutSeconds` (1–30).
@@ -155,7 +156,9 @@ fn webhook(engine: &Engine, endpoint: Endpoint, options: &WebhookOptions) -> Opt
         ),
     };
     let mut client_config = client_config;
-    client_config["caBundle"] = json!(BASE64.encode(&options.ca_bundle_pem));
+    if let Some(pem) = &options.ca_bundle_pem {
+        client_config["caBundle"] = json!(BASE64.encode(pem));
+    }
     let mut excluded: Vec<String> = EXCLUDED_NAMESPACES
         .iter()
         .map(|n| (*n).to_owned())
@@ -213,6 +216,16 @@ pub fn webhook_configurations(engine: &Engine, options: &WebhookOptions) -> Vec<
         .collect()
 }
 
+/// Serializes configurations as a multi-document YAML stream.
+pub fn to_yaml_documents(documents: &[Value]) -> Result<String, serde_norway::Error> {
+    let mut out = String::new();
+    for document in documents {
+        out.push_str("---\n");
+        out.push_str(&serde_norway::to_string(document)?);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,7 +233,7 @@ mod tests {
     fn options(target: WebhookTarget) -> WebhookOptions {
         WebhookOptions {
             target,
-            ca_bundle_pem: b"-----BEGIN CERTIFICATE-----\n".to_vec(),
+            ca_bundle_pem: Some(b"-----BEGIN CERTIFICATE-----\n".to_vec()),
             failure_policy: FailurePolicy::Fail,
             timeout_seconds: 5,
             name: "portcullis".into(),

@@ -1,7 +1,9 @@
 use anyhow::Context;
 
 use crate::cli::WebhookConfigArgs;
-use crate::webhook_config::{WebhookOptions, WebhookTarget, webhook_configurations};
+use crate::webhook_config::{
+    WebhookOptions, WebhookTarget, to_yaml_documents, webhook_configurations,
+};
 
 /// `portcullis webhook-config`: prints the configurations as multi-document YAML.
 pub fn webhook_config(args: WebhookConfigArgs) -> anyhow::Result<()> {
@@ -13,14 +15,17 @@ pub fn webhook_config(args: WebhookConfigArgs) -> anyhow::Result<()> {
         }
         (None, None) => anyhow::bail!("one of --url or --service is required"),
     };
-    let ca_bundle_pem = std::fs::read(&args.ca_bundle)
-        .with_context(|| format!("reading --ca-bundle {}", args.ca_bundle.display()))?;
-    if !String::from_utf8_lossy(&ca_bundle_pem).contains("-----BEGIN CERTIFICATE-----") {
-        anyhow::bail!(
-            "--ca-bundle {} holds no PEM certificate",
-            args.ca_bundle.display()
-        );
-    }
+    let ca_bundle_pem = match &args.ca_bundle {
+        Some(path) => {
+            let pem = std::fs::read(path)
+                .with_context(|| format!("reading --ca-bundle {}", path.display()))?;
+            if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
+                anyhow::bail!("--ca-bundle {} holds no PEM certificate", path.display());
+            }
+            Some(pem)
+        }
+        None => None,
+    };
     let options = WebhookOptions {
         target,
         ca_bundle_pem,
@@ -33,11 +38,6 @@ pub fn webhook_config(args: WebhookConfigArgs) -> anyhow::Result<()> {
     if configurations.is_empty() {
         anyhow::bail!("the policies act on no resource: there is nothing to register");
     }
-    let mut out = String::new();
-    for configuration in &configurations {
-        out.push_str("---\n");
-        out.push_str(&serde_norway::to_string(configuration)?);
-    }
-    print!("{out}");
+    print!("{}", to_yaml_documents(&configurations)?);
     Ok(())
 }

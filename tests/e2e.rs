@@ -1,0 +1,631 @@
+//! End-to-end: a real kube-apiserver and etcd on loopback (built from Go modules by
+//! `e2e/build-controlplane.sh`, started by `e2e/start-controlplane.sh`) calling the real
+//! `portcullis` binary through webhook configurations printed by `portcullis webhook-config`.
+//!
+//! Runs when `PORTCULLIS_E2E_BIN` names the folder with `etcd`, `kube-apiserver` and
+//! `kubectl` (`make test` and `make e2e` set it). Without it the test is skipped with a
+//! message, except under `CI=true`, where it fails.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::fixture;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+const PORTCULLIS: &str = env!("CARGO_BIN_EXE_portcullis");
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+fn e2e_bin() -> Option<PathBuf> {
+    match std::env::var_os("PORTCULLIS_E2E_BIN") {
+        Some(dir) => Some(PathBuf::from(dir)),
+        None if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but PORTCULLIS_E2E_BIN is not: run `make test` or `make e2e`")
+        }
+        None => {
+            eprintln!(
+                "SKIPPED end-to-end test: PORTCULLIS_E2E_BIN is not set (`make e2e` builds the \
+                 control plane and sets it)"
+            );
+            None
+        }
+    }
+}
+
+/// A running etcd + kube-apiserver; stopped (and its folder removed) on drop, panics included.
+struct ControlPlane {
+    env: HashMap<String, String>,
+}
+
+impl ControlPlane {
+    fn start(bin: &Path) -> Self {
+        let output = Command::new(format!("{ROOT}/e2e/start-controlplane.sh"))
+            .env("PORTCULLIS_E2E_BIN", bin)
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run e2e/start-controlplane.sh");
+        assert!(output.status.success(), "control plane did not start");
+        let env = String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| line.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        ControlPlane { env }
+    }
+
+    fn kubeconfig(&self) -> &str {
+        &self.env["KUBECONFIG"]
+    }
+
+    fn kubectl(&self, args: &[&str]) -> Output {
+        let output = Command::new(&self.env["KUBECTL"])
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .arg("--request-timeout=30s")
+            .args(args)
+            .output()
+            .expect("run kubectl");
+        output
+    }
+
+    fn kubectl_ok(&self, args: &[&str]) -> String {
+        let output = self.kubectl(args);
+        assert!(
+            output.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    fn apply(&self, manifest: &str) {
+        let output = self.kubectl_stdin(&["apply", "-f", "-"], manifest);
+        assert!(
+            output.status.success(),
+            "kubectl apply: {}",
+            stderr(&output)
+        );
+    }
+
+    fn kubectl_stdin(&self, args: &[&str], input: &str) -> Output {
+        use std::io::Write;
+        let mut child = Command::new(&self.env["KUBECTL"])
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .arg("--request-timeout=30s")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run kubectl");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    async fn client(&self) -> kube::Client {
+        let kubeconfig = Kubeconfig::read_from(self.kubeconfig()).unwrap();
+        let config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .unwrap();
+        kube::Client::try_from(config).unwrap()
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        if let Some(dir) = self.env.get("E2E_DIR") {
+            let _ = Command::new(format!("{ROOT}/e2e/stop-controlplane.sh"))
+                .arg(dir)
+                .status();
+        }
+    }
+}
+
+/// The `portcullis serve` process; killed on drop.
+struct Portcullis {
+    child: Child,
+    webhook: SocketAddr,
+    admin: SocketAddr,
+}
+
+impl Portcullis {
+    fn start(args: &[&str]) -> Self {
+        let mut child = Command::new(PORTCULLIS)
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--admin-listen",
+                "127.0.0.1:0",
+            ])
+            .args(["--log-format", "json", "--shutdown-grace", "5s"])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start portcullis");
+        let stderr = child.stderr.take().unwrap();
+        let (sender, addresses) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) {
+                    if event["message"] == "portcullis is serving" {
+                        let address = |key: &str| event[key].as_str().unwrap().parse().unwrap();
+                        let _ = sender.send((address("webhook"), address("admin")));
+                    }
+                }
+                eprintln!("portcullis: {line}");
+            }
+        });
+        let (webhook, admin) = addresses
+            .recv_timeout(Duration::from_secs(30))
+            .expect("portcullis reports its addresses");
+        Portcullis {
+            child,
+            webhook,
+            admin,
+        }
+    }
+
+    fn metrics(&self) -> String {
+        use std::io::{Read, Write};
+        let mut tcp = std::net::TcpStream::connect(self.admin).unwrap();
+        tcp.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        tcp.read_to_string(&mut text).unwrap();
+        text
+    }
+
+    /// SIGTERM, then the exit status.
+    fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "portcullis did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Portcullis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Retries `attempt` until it succeeds or `timeout` passes (configuration changes reach the
+/// apiserver through an informer); the panic shows the last failure.
+fn eventually(what: &str, timeout: Duration, mut attempt: impl FnMut() -> Result<(), String>) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match attempt() {
+            Ok(()) => return,
+            Err(last) => assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; last: {last}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn fixture_path(name: &str) -> String {
+    fixture(&format!("e2e/{name}")).display().to_string()
+}
+
+/// Lays out `dir` as kubelet does for a mounted Secret (see tests/tls.rs).
+fn publish_secret(dir: &Path, version: &str, cert: &Path, key: &Path) {
+    let payload = dir.join(format!("..{version}"));
+    std::fs::create_dir(&payload).unwrap();
+    std::fs::copy(cert, payload.join("tls.crt")).unwrap();
+    std::fs::copy(key, payload.join("tls.key")).unwrap();
+    let staged = dir.join("..data_tmp");
+    std::os::unix::fs::symlink(format!("..{version}"), &staged).unwrap();
+    std::fs::rename(&staged, dir.join("..data")).unwrap();
+    for file in ["tls.crt", "tls.key"] {
+        let link = dir.join(file);
+        if std::fs::symlink_metadata(&link).is_err() {
+            std::os::unix::fs::symlink(format!("..data/{file}"), &link).unwrap();
+        }
+    }
+}
+
+fn generate_certs(dir: &Path) {
+    let status = Command::new(PORTCULLIS)
+        .args(["certs", "--out"])
+        .arg(dir)
+        .args(["--host", "127.0.0.1", "--host", "localhost"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn webhook_config(webhook: SocketAddr, ca_bundle: &Path, failure_policy: &str) -> String {
+    let output = Command::new(PORTCULLIS)
+        .args([
+            "webhook-config",
+            "--name",
+            "e2e",
+            "--namespace",
+            "portcullis",
+        ])
+        .args(["--url", &format!("https://{webhook}")])
+        .arg("--ca-bundle")
+        .arg(ca_bundle)
+        .args(["--failure-policy", failure_policy, "--timeout-seconds", "5"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[test]
+fn end_to_end() {
+    let Some(bin) = e2e_bin() else { return };
+    let started = Instant::now();
+    let cluster = ControlPlane::start(&bin);
+    let work = tempfile::tempdir().unwrap();
+    let (first, second) = (work.path().join("first"), work.path().join("second"));
+    generate_certs(&first);
+    generate_certs(&second);
+    let bundle = work.path().join("ca-bundle.crt");
+    let mut pem = std::fs::read_to_string(first.join("ca.crt")).unwrap();
+    pem.push_str(&std::fs::read_to_string(second.join("ca.crt")).unwrap());
+    std::fs::write(&bundle, pem).unwrap();
+    let secret = work.path().join("tls");
+    std::fs::create_dir(&secret).unwrap();
+    publish_secret(
+        &secret,
+        "first",
+        &first.join("tls.crt"),
+        &first.join("tls.key"),
+    );
+
+    let portcullis = Portcullis::start(&["--tls-dir", secret.to_str().unwrap()]);
+    cluster.apply(&webhook_config(portcullis.webhook, &bundle, "Fail"));
+    for namespace in ["e2e", "portcullis"] {
+        cluster.kubectl_ok(&["create", "namespace", namespace]);
+    }
+    let privileged = fixture_path("pod-privileged.yaml");
+    eventually("the webhook to be active", Duration::from_secs(60), || {
+        let output =
+            cluster.kubectl(&["create", "-n", "e2e", "--dry-run=server", "-f", &privileged]);
+        let message = stderr(&output);
+        message
+            .contains("denied the request")
+            .then_some(())
+            .ok_or(message)
+    });
+    eprintln!(
+        "e2e: control plane and webhook ready after {:?}",
+        started.elapsed()
+    );
+
+    // A non-compliant Pod is refused, naming the rule.
+    let refused = cluster.kubectl(&["create", "-n", "e2e", "-f", &privileged]);
+    assert!(!refused.status.success());
+    let message = stderr(&refused);
+    assert!(
+        message.contains(r#"admission webhook "validate.e2e.portcullis.dev" denied the request: [builtin/no-privileged] spec.containers[0].securityContext.privileged"#),
+        "{message}"
+    );
+
+    // A Deployment whose template breaks a Pod rule is refused at apply.
+    let deployment = cluster.kubectl(&[
+        "apply",
+        "-n",
+        "e2e",
+        "-f",
+        &fixture_path("deployment-privileged.yaml"),
+    ]);
+    assert!(!deployment.status.success());
+    assert!(
+        stderr(&deployment).contains("spec.template.spec.containers[0].securityContext.privileged"),
+        "{}",
+        stderr(&deployment)
+    );
+
+    // Warnings reach kubectl's stderr; the request succeeds.
+    let warned = cluster.kubectl(&[
+        "create",
+        "-n",
+        "e2e",
+        "-f",
+        &fixture_path("pod-latest.yaml"),
+    ]);
+    assert!(warned.status.success(), "{}", stderr(&warned));
+    assert!(
+        stderr(&warned).contains("Warning: [builtin/mutable-image-tag] spec.containers[0].image"),
+        "{}",
+        stderr(&warned)
+    );
+
+    // Dry-run is decided and stores nothing.
+    let compliant = fixture_path("pod-compliant.yaml");
+    let dry = cluster.kubectl(&["create", "-n", "e2e", "--dry-run=server", "-f", &compliant]);
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    let missing = cluster.kubectl(&["get", "pod", "-n", "e2e", "compliant"]);
+    assert!(
+        stderr(&missing).contains("NotFound"),
+        "{}",
+        stderr(&missing)
+    );
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let pods: Api<Pod> = Api::namespaced(cluster.client().await, "e2e");
+
+        // The apiserver accepts our patch: the stored Pod carries the defaults.
+        let mut pod: Pod =
+            serde_norway::from_str(&std::fs::read_to_string(&compliant).unwrap()).unwrap();
+        pod.metadata.name = Some("defaulted".into());
+        let created = pods.create(&PostParams::default(), &pod).await.unwrap();
+        let seccomp = created
+            .spec
+            .as_ref()
+            .unwrap()
+            .security_context
+            .as_ref()
+            .unwrap();
+        assert_eq!(
+            seccomp.seccomp_profile.as_ref().unwrap().type_,
+            "RuntimeDefault"
+        );
+
+        // Rotation while the apiserver keeps sending: zero failed admissions.
+        let mut failures = Vec::new();
+        let mut after_reload = 0;
+        let mut rotated = false;
+        for i in 0..300 {
+            let mut pod = pod.clone();
+            pod.metadata.name = Some(format!("rotation-{i}"));
+            if let Err(error) = pods.create(&PostParams::default(), &pod).await {
+                failures.push(error.to_string());
+            }
+            if i == 50 {
+                publish_secret(
+                    &secret,
+                    "second",
+                    &second.join("tls.crt"),
+                    &second.join("tls.key"),
+                );
+                rotated = true;
+            }
+            if rotated
+                && portcullis
+                    .metrics()
+                    .contains(r#"portcullis_reloads_total{component="tls",result="success"} 1"#)
+            {
+                after_reload += 1;
+                if after_reload >= 50 {
+                    break;
+                }
+            }
+        }
+        assert!(
+            failures.is_empty(),
+            "failed admissions during rotation: {failures:?}"
+        );
+        assert!(
+            after_reload >= 50,
+            "the certificate was not reloaded in time"
+        );
+    });
+
+    // Manifests are accepted by this apiserver.
+    check_manifests(&cluster, work.path());
+
+    // Portcullis stopped: Fail refuses, but kube-system and our own namespace stay writable.
+    let status = portcullis.terminate();
+    assert!(
+        status.success(),
+        "portcullis exits 0 on SIGTERM: {status:?}"
+    );
+    let refused = cluster.kubectl(&["create", "-n", "e2e", "--dry-run=server", "-f", &compliant]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("failed calling webhook"),
+        "{}",
+        stderr(&refused)
+    );
+    for namespace in ["kube-system", "portcullis"] {
+        let output = cluster.kubectl(&[
+            "create",
+            "-n",
+            namespace,
+            "--dry-run=server",
+            "-f",
+            &compliant,
+        ]);
+        assert!(
+            output.status.success(),
+            "{namespace} locked out: {}",
+            stderr(&output)
+        );
+    }
+    cluster.apply(&webhook_config(
+        portcullis_gone_address(),
+        &bundle,
+        "Ignore",
+    ));
+    eventually(
+        "failurePolicy Ignore to apply",
+        Duration::from_secs(60),
+        || {
+            let output =
+                cluster.kubectl(&["create", "-n", "e2e", "--dry-run=server", "-f", &compliant]);
+            output
+                .status
+                .success()
+                .then_some(())
+                .ok_or_else(|| stderr(&output))
+        },
+    );
+    eprintln!("e2e: passed in {:?}", started.elapsed());
+}
+
+/// An address nothing listens on, for the webhook once Portcullis is stopped.
+fn portcullis_gone_address() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
+fn check_manifests(cluster: &ControlPlane, work: &Path) {
+    let manifests = work.join("repo/manifests");
+    copy_tree(&Path::new(ROOT).join("manifests"), &manifests);
+    generate_certs(&work.join("repo/certs/out"));
+    cluster.kubectl_ok(&["apply", "-f", &fixture_path("cert-manager-crds.yaml")]);
+    cluster.kubectl_ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/certificates.cert-manager.io",
+        "crd/issuers.cert-manager.io",
+    ]);
+    for overlay in ["base", "overlays/secret", "overlays/cert-manager"] {
+        let dir = manifests.join(overlay);
+        let rendered = cluster.kubectl_ok(&[
+            "kustomize",
+            "--load-restrictor=LoadRestrictionsNone",
+            dir.to_str().unwrap(),
+        ]);
+        let applied = cluster.kubectl_stdin(&["apply", "--dry-run=server", "-f", "-"], &rendered);
+        assert!(applied.status.success(), "{overlay}: {}", stderr(&applied));
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// Not an assertion: the latency admission adds to Pod CREATEs through the apiserver, with no
+/// webhook and through Portcullis (both webhooks), as a table for docs/benchmarks.md.
+/// `make e2e-latency` runs it (`PORTCULLIS_E2E_CREATES` sets the count, default 300).
+#[test]
+#[ignore = "a measurement, run by make e2e-latency"]
+fn admission_latency_through_the_apiserver() {
+    let Some(bin) = e2e_bin() else { return };
+    let creates: usize = std::env::var("PORTCULLIS_E2E_CREATES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(300);
+    let cluster = ControlPlane::start(&bin);
+    let work = tempfile::tempdir().unwrap();
+    generate_certs(work.path());
+    cluster.kubectl_ok(&["create", "namespace", "latency"]);
+    let compliant = fixture_path("pod-compliant.yaml");
+    let pod: Pod = serde_norway::from_str(&std::fs::read_to_string(&compliant).unwrap()).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let measure = |label: &str| {
+        runtime.block_on(async {
+            let pods: Api<Pod> = Api::namespaced(cluster.client().await, "latency");
+            let mut samples = Vec::with_capacity(creates);
+            for i in 0..creates + 20 {
+                let mut pod = pod.clone();
+                pod.metadata.name = Some(format!("{label}-{i}"));
+                let started = Instant::now();
+                pods.create(&PostParams::default(), &pod).await.unwrap();
+                if i >= 20 {
+                    samples.push(started.elapsed());
+                }
+            }
+            samples.sort();
+            let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];
+            (at(0.5), at(0.99))
+        })
+    };
+    let baseline = measure("none");
+    let portcullis = Portcullis::start(&[
+        "--tls-cert-file",
+        work.path().join("tls.crt").to_str().unwrap(),
+        "--tls-key-file",
+        work.path().join("tls.key").to_str().unwrap(),
+        "--log-level",
+        "warn,portcullis::commands::serve=info",
+    ]);
+    cluster.apply(&webhook_config(
+        portcullis.webhook,
+        &work.path().join("ca.crt"),
+        "Fail",
+    ));
+    let privileged = fixture_path("pod-privileged.yaml");
+    eventually("the webhook to be active", Duration::from_secs(60), || {
+        let output = cluster.kubectl(&[
+            "create",
+            "-n",
+            "latency",
+            "--dry-run=server",
+            "-f",
+            &privileged,
+        ]);
+        let message = stderr(&output);
+        message
+            .contains("denied the request")
+            .then_some(())
+            .ok_or(message)
+    });
+    let with_webhooks = measure("portcullis");
+    println!(
+        "| Pod CREATE through kube-apiserver v1.37.2 ({creates} creates, sequential) | p50 | p99 |"
+    );
+    println!("|---|---|---|");
+    println!(
+        "| no webhook | {:.2} ms | {:.2} ms |",
+        ms(baseline.0),
+        ms(baseline.1)
+    );
+    println!(
+        "| Portcullis /validate + /mutate (built-in rules) | {:.2} ms | {:.2} ms |",
+        ms(with_webhooks.0),
+        ms(with_webhooks.1)
+    );
+    println!(
+        "| added by admission | {:.2} ms | {:.2} ms |",
+        ms(with_webhooks.0) - ms(baseline.0),
+        ms(with_webhooks.1) - ms(baseline.1)
+    );
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
