@@ -66,14 +66,13 @@ impl ControlPlane {
     }
 
     fn kubectl(&self, args: &[&str]) -> Output {
-        let output = Command::new(&self.env["KUBECTL"])
+        Command::new(&self.env["KUBECTL"])
             .arg("--kubeconfig")
             .arg(self.kubeconfig())
             .arg("--request-timeout=30s")
             .args(args)
             .output()
-            .expect("run kubectl");
-        output
+            .expect("run kubectl")
     }
 
     fn kubectl_ok(&self, args: &[&str]) -> String {
@@ -164,11 +163,11 @@ impl Portcullis {
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
-                if let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) {
-                    if event["message"] == "portcullis is serving" {
-                        let address = |key: &str| event[key].as_str().unwrap().parse().unwrap();
-                        let _ = sender.send((address("webhook"), address("admin")));
-                    }
+                if let Ok(event) = serde_json::from_str::<serde_json::Value>(&line)
+                    && event["message"] == "portcullis is serving"
+                {
+                    let address = |key: &str| event[key].as_str().unwrap().parse().unwrap();
+                    let _ = sender.send((address("webhook"), address("admin")));
                 }
                 eprintln!("portcullis: {line}");
             }
