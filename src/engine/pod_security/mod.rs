@@ -18,6 +18,7 @@ use serde_json::Value;
 
 mod apparmor;
 mod capabilities;
+mod go_print;
 mod host_namespaces;
 mod host_path;
 mod host_ports;

@@ -63,8 +63,8 @@ pub(super) fn baseline_v1_0(pod: &PodView<'_>) -> Option<Forbidden> {
     ))
 }
 
-/// The profile a security context sets: `None` when unset, else whether its type is allowed
-/// and the type.
+/// The profile type a security context sets (`""` for a profile without one); `None` when it
+/// sets no profile.
 fn profile_type(context: Option<&Value>) -> Option<&str> {
     field(context?, "seccompProfile").map(|profile| str_field(profile, "type"))
 }
@@ -77,7 +77,7 @@ struct Profiles<'a> {
     pod_set: bool,
     /// Containers that set a forbidden type.
     explicitly_bad: Vec<&'a str>,
-    /// Containers that set nothing.
+    /// Containers that set nothing while the pod sets no allowed profile either.
     unset: Vec<&'a str>,
     /// The forbidden types.
     bad_types: Vec<&'a str>,
@@ -107,6 +107,8 @@ impl<'a> Profiles<'a> {
                     profiles.explicitly_bad.push(container.name());
                     profiles.bad_types.push(t);
                 }
+                // Covered by the pod's profile; only listed (allocating) when it is not.
+                None if profiles.pod_set => {}
                 None => profiles.unset.push(container.name()),
             }
         }
@@ -147,7 +149,7 @@ pub(super) fn restricted_v1_19(pod: &PodView<'_>) -> Option<Forbidden> {
         Ok(forbidden) => return Some(forbidden),
         Err(profiles) => profiles,
     };
-    if profiles.pod_set || profiles.unset.is_empty() {
+    if profiles.unset.is_empty() {
         return None;
     }
     Some(Forbidden::new(

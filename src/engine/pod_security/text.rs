@@ -2,6 +2,8 @@
 
 use std::fmt::Write as _;
 
+use super::go_print::NOT_PRINTABLE;
+
 /// `singular` for one thing, `plural` otherwise (zero included), as upstream words it.
 pub(super) fn pluralize(
     singular: &'static str,
@@ -73,41 +75,17 @@ pub(super) fn go_quote(s: &str) -> String {
     out
 }
 
-/// Go's `unicode.IsPrint` for what it most often decides: ASCII exactly; beyond ASCII, spaces,
-/// controls, format characters and private-use characters are not printed. (Go also escapes
-/// unassigned code points, which this does not know.)
+/// Go's `strconv.IsPrint`: printable ASCII, and beyond ASCII whatever is not in
+/// [`NOT_PRINTABLE`].
 fn go_is_print(c: char) -> bool {
     if c.is_ascii() {
         return (' '..='~').contains(&c);
     }
     let code = c as u32;
-    let format_or_private = matches!(
-        code,
-        0xAD | 0x600..=0x605
-            | 0x61C
-            | 0x6DD
-            | 0x70F
-            | 0x890..=0x891
-            | 0x8E2
-            | 0x180E
-            | 0x200B..=0x200F
-            | 0x202A..=0x202E
-            | 0x2060..=0x2064
-            | 0x2066..=0x206F
-            | 0xE000..=0xF8FF
-            | 0xFEFF
-            | 0xFFF9..=0xFFFB
-            | 0xFFFE..=0xFFFF
-            | 0x110BD
-            | 0x110CD
-            | 0x13430..=0x1343F
-            | 0x1BCA0..=0x1BCA3
-            | 0x1D173..=0x1D17A
-            | 0xE0001
-            | 0xE0020..=0xE007F
-            | 0xF0000..
-    );
-    !(c.is_control() || c.is_whitespace() || format_or_private)
+    let index = NOT_PRINTABLE.partition_point(|&(_, last)| last < code);
+    NOT_PRINTABLE
+        .get(index)
+        .is_none_or(|&(first, _)| code < first)
 }
 
 #[cfg(test)]
@@ -152,6 +130,10 @@ mod tests {
                 r#""\u00a0\u0085\u200b\u2028""#,
             ),
             ("\u{f0000}😀", "\"\\U000f0000😀\""),
+            (
+                "\u{378}\u{e01f0}\u{10ffff}",
+                r#""\u0378\U000e01f0\U0010ffff""#,
+            ),
         ] {
             assert_eq!(go_quote(input), quoted, "{input:?}");
         }
