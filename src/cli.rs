@@ -40,6 +40,10 @@ pub enum Command {
     Certs(CertsArgs),
     /// Print Validating and Mutating webhook configurations for a policy set.
     WebhookConfig(WebhookConfigArgs),
+    /// Evaluate manifests or AdmissionReviews offline with the same engine as `serve`.
+    Check(CheckArgs),
+    /// Run policy test suites: resources with expected decisions and patched results.
+    Test(TestArgs),
 }
 
 fn parse_duration(value: &str) -> Result<Duration, String> {
@@ -87,8 +91,20 @@ pub struct ServeArgs {
     #[arg(long, env = "PORTCULLIS_TLS_RELOAD_INTERVAL", default_value = "60s", value_parser = parse_duration)]
     pub tls_reload_interval: Duration,
     /// Policy file or folder (repeatable; comma-separated in the environment variable).
+    /// Without it, the built-in policy set.
     #[arg(long = "policies", env = "PORTCULLIS_POLICIES", value_delimiter = ',')]
     pub policies: Vec<PathBuf>,
+    /// How often policy files are re-read besides change notifications.
+    #[arg(long, env = "PORTCULLIS_POLICY_RELOAD_INTERVAL", default_value = "30s", value_parser = parse_duration)]
+    pub policy_reload_interval: Duration,
+    /// Kubeconfig for a read-only watch of Namespaces (their labels feed namespaceSelectors
+    /// and Pod Security namespace labels). Without it, the in-cluster service account is used
+    /// when running in a Pod, and no cluster is used otherwise.
+    #[arg(long, env = "PORTCULLIS_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Never contact a cluster, even when running in a Pod (namespace labels stay unknown).
+    #[arg(long, env = "PORTCULLIS_NO_CLUSTER", conflicts_with = "kubeconfig")]
+    pub no_cluster: bool,
     /// Largest accepted request body in bytes; larger bodies get 413.
     #[arg(long, env = "PORTCULLIS_MAX_BODY_BYTES", default_value_t = 3 * 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -156,4 +172,52 @@ pub struct WebhookConfigArgs {
     /// Portcullis's own namespace, excluded from admission (with --url; --service implies it).
     #[arg(long, env = "PORTCULLIS_NAMESPACE", default_value = "portcullis")]
     pub namespace: String,
+}
+
+/// Output format of `portcullis check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CheckOutput {
+    /// A readable table.
+    Text,
+    /// A JSON array, one object per input document.
+    Json,
+}
+
+/// Flags of `portcullis check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Policy file or folder (repeatable); without it, the built-in policy set.
+    #[arg(long = "policies", env = "PORTCULLIS_POLICIES", value_delimiter = ',')]
+    pub policies: Vec<PathBuf>,
+    /// Operation for manifests (AdmissionReviews carry their own).
+    #[arg(long, value_enum, default_value_t = CheckOperation::Create)]
+    pub operation: CheckOperation,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = CheckOutput::Text)]
+    pub output: CheckOutput,
+    /// Manifests (multi-document YAML or JSON) or AdmissionReview JSON files.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+}
+
+/// The operation `check` evaluates manifests as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CheckOperation {
+    /// CREATE: the manifest is `object`.
+    #[value(name = "CREATE")]
+    Create,
+    /// UPDATE: the manifest is both `object` and `oldObject`.
+    #[value(name = "UPDATE")]
+    Update,
+    /// DELETE: the manifest is `oldObject`.
+    #[value(name = "DELETE")]
+    Delete,
+}
+
+/// Flags of `portcullis test`.
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// Test-suite files or folders.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
 }

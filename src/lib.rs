@@ -18,6 +18,7 @@ pub mod commands;
 pub mod engine;
 pub mod metrics;
 pub mod patch;
+pub mod policy;
 pub mod server;
 pub mod telemetry;
 pub mod tls;

@@ -262,10 +262,7 @@ mod tests {
     }
 
     fn validate(request: &AdmissionRequest) -> Vec<Violation> {
-        let context = EvalContext {
-            endpoint: Endpoint::Validate,
-            deadline: None,
-        };
+        let context = EvalContext::new(Endpoint::Validate);
         Engine::builtin()
             .evaluate(request, &context)
             .unwrap()
@@ -281,10 +278,7 @@ mod tests {
             {"name": "d", "image": "nginx:1.27"},
             {"name": "e", "image": "nginx@sha256:0123"},
         ]}});
-        let context = EvalContext {
-            endpoint: Endpoint::Validate,
-            deadline: None,
-        };
+        let context = EvalContext::new(Endpoint::Validate);
         let decision = Engine::builtin()
             .evaluate(&request("Pod", "", "CREATE", pod), &context)
             .unwrap();
@@ -351,10 +345,7 @@ mod tests {
             "containers": [{"name": "a"}, {"name": "b", "imagePullPolicy": "Always"}],
             "initContainers": [{"name": "i"}],
         }});
-        let context = EvalContext {
-            endpoint: Endpoint::Mutate,
-            deadline: None,
-        };
+        let context = EvalContext::new(Endpoint::Mutate);
         let engine = Engine::builtin();
         let decision = engine
             .evaluate(&request("Pod", "", "CREATE", pod), &context)
@@ -383,10 +374,7 @@ mod tests {
 
     #[test]
     fn pods_are_defaulted_only_on_create() {
-        let context = EvalContext {
-            endpoint: Endpoint::Mutate,
-            deadline: None,
-        };
+        let context = EvalContext::new(Endpoint::Mutate);
         let pod = json!({"spec": {"containers": [{"name": "a"}]}});
         let update = request("Pod", "", "UPDATE", pod.clone());
         let decision = Engine::builtin().evaluate(&update, &context).unwrap();

@@ -23,11 +23,11 @@ pub struct Violation {
 
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "[{}/{}] {}: {}",
-            self.policy, self.rule, self.path, self.message
-        )
+        write!(f, "[{}/{}] ", self.policy, self.rule)?;
+        if !self.path.is_empty() {
+            write!(f, "{}: ", self.path)?;
+        }
+        f.write_str(&self.message)
     }
 }
 

@@ -5,7 +5,9 @@
 //! an [`ObjectEditor`](crate::patch::ObjectEditor), which records the JSON Patch.
 
 mod builtin;
+mod compile;
 mod decision;
+mod namespaces;
 pub mod pod_security;
 mod pod_specs;
 mod resource_rules;
@@ -20,6 +22,7 @@ pub use builtin::{
     WarnMutableImageTag,
 };
 pub use decision::{Decision, Violation};
+pub use namespaces::{Labels, NamespaceLookup, NoNamespaces, StaticNamespaces};
 pub use pod_specs::{CONTAINER_LISTS, PodSpecLocation, pod_spec, pod_spec_location};
 pub use resource_rules::{ResourceRule, merge_rules, pod_spec_resource_rules};
 
@@ -43,12 +46,46 @@ impl Endpoint {
 }
 
 /// What an evaluation needs besides the request.
-#[derive(Debug, Clone, Copy)]
-pub struct EvalContext {
+#[derive(Clone, Copy)]
+pub struct EvalContext<'a> {
     /// The endpoint asked.
     pub endpoint: Endpoint,
     /// When the answer is due; evaluation stops between rules once it has passed.
     pub deadline: Option<Instant>,
+    /// Labels of namespaces, for namespace selectors and Pod Security namespace labels.
+    pub namespaces: &'a dyn NamespaceLookup,
+}
+
+impl EvalContext<'static> {
+    /// A context for `endpoint` with no deadline and no known namespaces.
+    pub fn new(endpoint: Endpoint) -> Self {
+        EvalContext {
+            endpoint,
+            deadline: None,
+            namespaces: &NoNamespaces,
+        }
+    }
+}
+
+impl<'a> EvalContext<'a> {
+    /// The same context with a deadline.
+    #[must_use]
+    pub fn with_deadline(self, deadline: Instant) -> Self {
+        EvalContext {
+            deadline: Some(deadline),
+            ..self
+        }
+    }
+
+    /// The same context with a namespace lookup.
+    #[must_use]
+    pub fn with_namespaces<'b>(self, namespaces: &'b dyn NamespaceLookup) -> EvalContext<'b> {
+        EvalContext {
+            endpoint: self.endpoint,
+            deadline: self.deadline,
+            namespaces,
+        }
+    }
 }
 
 /// Why a request could not be evaluated (distinct from a denial, which is a [`Decision`]).
@@ -167,7 +204,7 @@ impl Engine {
     pub fn evaluate(
         &self,
         request: &AdmissionRequest,
-        context: &EvalContext,
+        context: &EvalContext<'_>,
     ) -> Result<Decision, EvalError> {
         let mut decision = Decision::default();
         let past_deadline = || context.deadline.is_some_and(|d| Instant::now() >= d);

@@ -47,10 +47,9 @@ fn admit(state: &AppState, body: AdmissionReviewBody, endpoint: Endpoint) -> Res
     let started = Instant::now();
     let request = &body.review.request;
     let engine = state.engine.load();
-    let context = EvalContext {
-        endpoint,
-        deadline: Some(body.deadline),
-    };
+    let context = EvalContext::new(endpoint)
+        .with_deadline(body.deadline)
+        .with_namespaces(state.namespaces.as_ref());
     let evaluated =
         std::panic::catch_unwind(AssertUnwindSafe(|| engine.evaluate(request, &context)));
     let on_error = state.settings.on_error;

@@ -17,7 +17,7 @@ use clap::ValueEnum;
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::admin::Readiness;
-use crate::engine::Engine;
+use crate::engine::{Engine, NamespaceLookup, NoNamespaces};
 use crate::metrics::Metrics;
 
 pub use error::ApiError;
@@ -68,6 +68,8 @@ pub struct AppState {
     pub readiness: Arc<Readiness>,
     /// Limits and failure behaviour.
     pub settings: Arc<RequestSettings>,
+    /// Namespace labels for selectors and Pod Security (none known unless a cluster is watched).
+    pub namespaces: Arc<dyn NamespaceLookup>,
 }
 
 impl AppState {
@@ -78,6 +80,7 @@ impl AppState {
             metrics: Arc::new(Metrics::new()),
             readiness: Arc::new(Readiness::default()),
             settings: Arc::new(settings),
+            namespaces: Arc::new(NoNamespaces),
         }
     }
 }

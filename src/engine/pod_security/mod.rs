@@ -16,6 +16,7 @@ use std::str::FromStr;
 
 use serde_json::Value;
 
+mod admission;
 mod apparmor;
 mod capabilities;
 mod go_print;
@@ -36,6 +37,10 @@ mod sysctls;
 mod text;
 mod volume_types;
 mod windows_host_process;
+
+pub use admission::{
+    ConfigError, PodSecurityConfiguration, PodSecurityDefaults, PodSecurityExemptions,
+};
 
 use pod::PodView;
 

@@ -1,0 +1,22 @@
+use super::Engine;
+use crate::policy::{PolicyDocument, PolicyError, SourcedDocument};
+
+impl Engine {
+    /// Compiles policy documents into an engine: everything that can be checked or prepared
+    /// (regexes, selectors, quantities, paths) is done here, once.
+    pub fn compile(documents: &[SourcedDocument]) -> Result<Engine, PolicyError> {
+        let engine = Engine::empty();
+        for document in documents {
+            match &document.document {
+                PolicyDocument::PodSecurity(_) | PolicyDocument::Policy(_) => {
+                    return Err(PolicyError::at(
+                        &document.source,
+                        "",
+                        "compiling this kind is being implemented",
+                    ));
+                }
+            }
+        }
+        Ok(engine)
+    }
+}

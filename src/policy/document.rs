@@ -1,0 +1,212 @@
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::native::Policy;
+use crate::engine::pod_security::PodSecurityConfiguration;
+
+/// Where a document came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentSource {
+    /// The file.
+    pub file: PathBuf,
+    /// The document's index in the file, from 0.
+    pub index: usize,
+}
+
+impl fmt::Display for DocumentSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (document {})", self.file.display(), self.index)
+    }
+}
+
+/// A policy document that failed to load or compile.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{}{message}", document.as_ref().map(|s| format!("{s}: ")).unwrap_or_default(), field.as_ref().map(|f| format!("{f}: ")).unwrap_or_default())]
+pub struct PolicyError {
+    /// The document, when the error is about one.
+    pub document: Option<DocumentSource>,
+    /// The field path inside the document, when known.
+    pub field: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl PolicyError {
+    /// An error about a document, at a field.
+    pub fn at(
+        source: &DocumentSource,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        let field = field.into();
+        PolicyError {
+            document: Some(source.clone()),
+            field: (!field.is_empty()).then_some(field),
+            message: message.into(),
+        }
+    }
+
+    fn io(path: &Path, error: std::io::Error) -> Self {
+        PolicyError {
+            document: None,
+            field: None,
+            message: format!("cannot read {}: {error}", path.display()),
+        }
+    }
+}
+
+/// A recognised policy document.
+#[derive(Debug, Clone)]
+pub enum PolicyDocument {
+    /// `pod-security.admission.config.k8s.io/v1` `PodSecurityConfiguration`.
+    PodSecurity(Box<PodSecurityConfiguration>),
+    /// `portcullis.dev/v1alpha1` `Policy`.
+    Policy(Box<Policy>),
+}
+
+/// A document with its source.
+#[derive(Debug, Clone)]
+pub struct SourcedDocument {
+    /// Where it came from.
+    pub source: DocumentSource,
+    /// What it is.
+    pub document: PolicyDocument,
+}
+
+/// The kinds Portcullis reads, as `apiVersion` and `kind`.
+pub const SUPPORTED_KINDS: [(&str, &str); 2] = [
+    (
+        "pod-security.admission.config.k8s.io/v1",
+        "PodSecurityConfiguration",
+    ),
+    ("portcullis.dev/v1alpha1", "Policy"),
+];
+
+fn is_policy_file(path: &Path) -> bool {
+    matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml" | "json")
+    )
+}
+
+/// Files to read under `path`: the file itself, or every `.yaml`, `.yml` and `.json` file in
+/// the folder and its subfolders, sorted by path. Names starting with `.` are skipped: a
+/// ConfigMap mount's `..data` and timestamped folders hold the same files again.
+fn policy_files(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), PolicyError> {
+    let metadata = std::fs::metadata(path).map_err(|e| PolicyError::io(path, e))?;
+    if !metadata.is_dir() {
+        files.push(path.to_owned());
+        return Ok(());
+    }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(|e| PolicyError::io(path, e))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| {
+            !p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('.'))
+        })
+        .collect();
+    entries.sort();
+    for entry in entries {
+        if entry.is_dir() {
+            policy_files(&entry, files)?;
+        } else if is_policy_file(&entry) {
+            files.push(entry);
+        }
+    }
+    Ok(())
+}
+
+/// Splits a YAML (or JSON) stream into documents, skipping empty ones.
+pub fn parse_documents(
+    file: &Path,
+    text: &str,
+) -> Result<Vec<(DocumentSource, Value)>, PolicyError> {
+    let mut documents = Vec::new();
+    for (index, deserializer) in serde_norway::Deserializer::from_str(text).enumerate() {
+        let source = DocumentSource {
+            file: file.to_owned(),
+            index,
+        };
+        let value = Value::deserialize(deserializer)
+            .map_err(|e| PolicyError::at(&source, "", format!("invalid YAML: {e}")))?;
+        if !value.is_null() {
+            documents.push((source, value));
+        }
+    }
+    Ok(documents)
+}
+
+/// Deserializes a typed document, naming the failing field.
+pub fn from_document<T: serde::de::DeserializeOwned>(
+    source: &DocumentSource,
+    value: Value,
+) -> Result<T, PolicyError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let field = e.path().to_string();
+        let field = if field == "." { String::new() } else { field };
+        PolicyError::at(source, field, e.into_inner().to_string())
+    })
+}
+
+fn recognise(source: DocumentSource, value: Value) -> Result<SourcedDocument, PolicyError> {
+    let api_version = value
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let kind = value.get("kind").and_then(Value::as_str).unwrap_or("");
+    let document = match (api_version, kind) {
+        ("pod-security.admission.config.k8s.io/v1", "PodSecurityConfiguration") => {
+            let config = PodSecurityConfiguration::from_value(&value)
+                .map_err(|e| PolicyError::at(&source, e.field, e.message))?;
+            PolicyDocument::PodSecurity(Box::new(config))
+        }
+        ("portcullis.dev/v1alpha1", "Policy") => {
+            let policy: Policy = from_document(&source, value)?;
+            policy.validate(&source)?;
+            PolicyDocument::Policy(Box::new(policy))
+        }
+        ("", _) | (_, "") => {
+            return Err(PolicyError::at(
+                &source,
+                "",
+                "a policy document needs apiVersion and kind",
+            ));
+        }
+        _ => {
+            let supported: Vec<String> = SUPPORTED_KINDS
+                .iter()
+                .map(|(v, k)| format!("{v} {k}"))
+                .collect();
+            return Err(PolicyError::at(
+                &source,
+                "kind",
+                format!(
+                    "unsupported document {api_version} {kind}; supported: {}",
+                    supported.join(", ")
+                ),
+            ));
+        }
+    };
+    Ok(SourcedDocument { source, document })
+}
+
+/// Reads and recognises every document under `paths` (files or folders), in order.
+pub fn read_documents(paths: &[PathBuf]) -> Result<Vec<SourcedDocument>, PolicyError> {
+    let mut files = Vec::new();
+    for path in paths {
+        policy_files(path, &mut files)?;
+    }
+    let mut documents = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).map_err(|e| PolicyError::io(&file, e))?;
+        for (source, value) in parse_documents(&file, &text)? {
+            documents.push(recognise(source, value)?);
+        }
+    }
+    Ok(documents)
+}
