@@ -37,13 +37,10 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
-/// The engine for a list of policy paths: the built-in rule set when the list is empty.
+/// The engine for a list of policy paths: the built-in policy set when the list is empty.
 pub fn load_engine(policies: &[std::path::PathBuf]) -> anyhow::Result<crate::engine::Engine> {
-    if !policies.is_empty() {
-        anyhow::bail!(
-            "--policies: loading policy documents is not available in this version; \
-             run without --policies to use the built-in rule set"
-        );
+    if policies.is_empty() {
+        return Ok(crate::engine::Engine::builtin());
     }
-    Ok(crate::engine::Engine::builtin())
+    Ok(crate::policy::load_engine(policies)?)
 }
