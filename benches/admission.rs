@@ -31,10 +31,7 @@ fn pipeline(c: &mut Criterion) {
         group.bench_function(format!("{}/{}", endpoint.name(), name), |b| {
             b.iter(|| {
                 let review = parse_review(black_box(&body)).unwrap();
-                let context = EvalContext {
-                    endpoint,
-                    deadline: None,
-                };
+                let context = EvalContext::new(endpoint);
                 let decision = engine.evaluate(&review.request, &context).unwrap();
                 let response = decision.to_response(&review.request.uid);
                 black_box(encode_review(review.version, &response))

@@ -7,10 +7,13 @@
 mod builtin;
 mod compile;
 mod decision;
+pub mod matching;
 mod namespaces;
+mod native;
 pub mod pod_security;
 mod pod_specs;
 mod resource_rules;
+pub mod rules;
 
 use std::time::Instant;
 
@@ -23,6 +26,7 @@ pub use builtin::{
 };
 pub use decision::{Decision, Violation};
 pub use namespaces::{Labels, NamespaceLookup, NoNamespaces, StaticNamespaces};
+pub use native::CompiledPolicy;
 pub use pod_specs::{CONTAINER_LISTS, PodSpecLocation, pod_spec, pod_spec_location};
 pub use resource_rules::{ResourceRule, merge_rules, pod_spec_resource_rules};
 
@@ -141,6 +145,23 @@ struct BoundValidation {
 pub struct Engine {
     validations: Vec<BoundValidation>,
     defaults: Vec<Box<dyn DefaultingRule>>,
+    policies: Vec<CompiledPolicy>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("rules", &self.rule_count())
+            .field(
+                "policies",
+                &self
+                    .policies
+                    .iter()
+                    .map(CompiledPolicy::name)
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
 }
 
 impl Engine {
@@ -176,10 +197,17 @@ impl Engine {
         self
     }
 
+    /// Adds a compiled native policy (evaluated after those added before it).
+    #[must_use]
+    pub fn with_policy(mut self, policy: CompiledPolicy) -> Self {
+        self.policies.push(policy);
+        self
+    }
+
     /// What a webhook configuration must register for `endpoint`: the union of its rules'
     /// resource rules, merged.
     pub fn webhook_rules(&self, endpoint: Endpoint) -> Vec<ResourceRule> {
-        let rules = match endpoint {
+        let mut rules: Vec<ResourceRule> = match endpoint {
             Endpoint::Validate => self
                 .validations
                 .iter()
@@ -191,12 +219,21 @@ impl Engine {
                 .flat_map(|rule| rule.resource_rules())
                 .collect(),
         };
+        for policy in &self.policies {
+            rules.extend(policy.resource_rules(endpoint));
+        }
         merge_rules(rules)
     }
 
     /// How many rules the engine holds.
     pub fn rule_count(&self) -> usize {
-        self.validations.len() + self.defaults.len()
+        self.validations.len()
+            + self.defaults.len()
+            + self
+                .policies
+                .iter()
+                .map(CompiledPolicy::rule_count)
+                .sum::<usize>()
     }
 
     /// Decides a request. `/validate` runs every validation rule and collects every violation;
@@ -218,6 +255,12 @@ impl Engine {
                     bound.rule.validate(request, &mut found);
                     decision.record(bound.action, found.drain(..));
                 }
+                for policy in &self.policies {
+                    if past_deadline() {
+                        return Err(EvalError::DeadlineExceeded);
+                    }
+                    policy.validate(request, context.namespaces, &mut decision);
+                }
             }
             Endpoint::Mutate => {
                 let Some(object) = request.object.as_ref() else {
@@ -229,6 +272,12 @@ impl Engine {
                         return Err(EvalError::DeadlineExceeded);
                     }
                     rule.apply(request, &mut editor);
+                }
+                for policy in &self.policies {
+                    if past_deadline() {
+                        return Err(EvalError::DeadlineExceeded);
+                    }
+                    policy.apply_defaults(request, context.namespaces, &mut editor);
                 }
                 if editor.is_changed() {
                     let (operations, patched) = editor.finish();

@@ -1,0 +1,495 @@
+//! Which requests a native policy applies to: resources and kinds, operations, subresources,
+//! namespaces by glob, object and namespace label selectors, and excluded requesters.
+
+use serde_json::Value;
+
+use super::namespaces::{Labels, NamespaceLookup};
+use super::pod_specs::{PodSpecLocation, pod_spec_location};
+use super::resource_rules::{ResourceRule, pod_spec_resource_rules};
+use crate::admission::{AdmissionRequest, Operation};
+use crate::patch::PathSegment;
+use crate::policy::{LabelSelector, MatchSpec, ResourceMatch};
+
+/// `*` matches any run of characters; everything else matches itself.
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    let (mut pi, mut ti) = (0, 0);
+    let (mut star, mut mark) = (None, 0);
+    while ti < t.len() {
+        if pi < p.len() && p[pi] != '*' && p[pi] == t[ti] {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            pi += 1;
+            mark = ti;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ti = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+/// A compiled LabelSelector.
+#[derive(Debug, Clone)]
+pub struct SelectorMatcher {
+    selector: LabelSelector,
+}
+
+impl SelectorMatcher {
+    /// Wraps a selector whose operators were checked at load.
+    pub fn new(selector: &LabelSelector) -> Self {
+        SelectorMatcher {
+            selector: selector.clone(),
+        }
+    }
+
+    /// Kubernetes LabelSelector semantics: every matchLabels entry and every expression holds.
+    pub fn matches(&self, labels: &dyn Fn(&str) -> Option<String>) -> bool {
+        self.selector
+            .match_labels
+            .iter()
+            .all(|(key, value)| labels(key).as_deref() == Some(value.as_str()))
+            && self.selector.match_expressions.iter().all(|requirement| {
+                let value = labels(&requirement.key);
+                match requirement.operator.as_str() {
+                    "In" => value.is_some_and(|v| requirement.values.contains(&v)),
+                    "NotIn" => value.is_none_or(|v| !requirement.values.contains(&v)),
+                    "Exists" => value.is_some(),
+                    "DoesNotExist" => value.is_none(),
+                    _ => false,
+                }
+            })
+    }
+}
+
+fn object_label<'a>(object: Option<&'a Value>, key: &str) -> Option<&'a str> {
+    object?.get("metadata")?.get("labels")?.get(key)?.as_str()
+}
+
+/// How a policy applies to a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatchedView {
+    /// To the object itself.
+    Object,
+    /// To the pod template of a workload, because the policy matches Pods.
+    PodTemplate(PodSpecLocation),
+}
+
+/// A compiled match block.
+#[derive(Debug, Clone)]
+pub struct Matcher {
+    resources: Vec<ResourceMatch>,
+    operations: Vec<Operation>,
+    include_namespaces: Vec<String>,
+    exclude_namespaces: Vec<String>,
+    object_selector: Option<SelectorMatcher>,
+    namespace_selector: Option<SelectorMatcher>,
+    excluded_users: Vec<String>,
+    excluded_groups: Vec<String>,
+    excluded_service_accounts: Vec<(String, String)>,
+    pod_templates: bool,
+}
+
+fn any_or(list: &[String], value: &str) -> bool {
+    list.iter().any(|item| item == "*" || item == value)
+}
+
+impl Matcher {
+    /// Compiles a match block (already validated at load).
+    pub fn new(spec: &MatchSpec, pod_templates: bool) -> Self {
+        Matcher {
+            resources: spec.resources.clone(),
+            operations: spec.operations.clone(),
+            include_namespaces: spec.namespaces.include.clone(),
+            exclude_namespaces: spec.namespaces.exclude.clone(),
+            object_selector: spec.object_selector.as_ref().map(SelectorMatcher::new),
+            namespace_selector: spec.namespace_selector.as_ref().map(SelectorMatcher::new),
+            excluded_users: spec.exclude.users.clone(),
+            excluded_groups: spec.exclude.groups.clone(),
+            excluded_service_accounts: spec
+                .exclude
+                .service_accounts
+                .iter()
+                .filter_map(|sa| sa.split_once('/'))
+                .map(|(ns, name)| (ns.to_owned(), name.to_owned()))
+                .collect(),
+            pod_templates,
+        }
+    }
+
+    fn resource_matches(&self, request: &AdmissionRequest) -> bool {
+        let subresource = request.sub_resource.as_deref().unwrap_or("");
+        self.resources.iter().any(|entry| {
+            (entry.group == "*" || entry.group == request.kind.group)
+                && any_or(&entry.versions, &request.kind.version)
+                && (any_or(&entry.kinds, &request.kind.kind)
+                    || any_or(&entry.resources, &request.resource.resource))
+                && (subresource.is_empty() || any_or(&entry.subresources, subresource))
+        })
+    }
+
+    /// Whether the policy names Pods, so that it also reaches pod templates.
+    fn matches_pods(&self) -> bool {
+        self.resources.iter().any(|entry| {
+            (entry.group.is_empty() || entry.group == "*")
+                && (entry.kinds.iter().any(|k| k == "Pod")
+                    || entry.resources.iter().any(|r| r == "pods"))
+        })
+    }
+
+    fn requester_excluded(&self, request: &AdmissionRequest) -> bool {
+        let user = &request.user_info;
+        if self.excluded_users.contains(&user.username) {
+            return true;
+        }
+        if user.groups.iter().any(|g| self.excluded_groups.contains(g)) {
+            return true;
+        }
+        if let Some(account) = user.username.strip_prefix("system:serviceaccount:")
+            && let Some((namespace, name)) = account.split_once(':')
+        {
+            return self
+                .excluded_service_accounts
+                .iter()
+                .any(|(ns, n)| glob_match(ns, namespace) && glob_match(n, name));
+        }
+        false
+    }
+
+    fn namespace_matches(
+        &self,
+        request: &AdmissionRequest,
+        namespaces: &dyn NamespaceLookup,
+    ) -> bool {
+        let Some(namespace) = request.namespace.as_deref().filter(|n| !n.is_empty()) else {
+            // Cluster-scoped: namespace filters do not apply. A Namespace object is matched
+            // by a namespaceSelector on its own labels, as the apiserver does.
+            if let Some(selector) = &self.namespace_selector
+                && request.kind.group.is_empty()
+                && request.kind.kind == "Namespace"
+            {
+                let object = request.subject();
+                return selector.matches(&|key| object_label(object, key).map(str::to_owned));
+            }
+            return true;
+        };
+        if !self.include_namespaces.is_empty()
+            && !self
+                .include_namespaces
+                .iter()
+                .any(|p| glob_match(p, namespace))
+        {
+            return false;
+        }
+        if self
+            .exclude_namespaces
+            .iter()
+            .any(|p| glob_match(p, namespace))
+        {
+            return false;
+        }
+        if let Some(selector) = &self.namespace_selector {
+            let labels: Labels = namespaces.labels(namespace).unwrap_or_else(|| {
+                // Unknown namespace: only the label the apiserver puts on every namespace.
+                Labels::from([(
+                    "kubernetes.io/metadata.name".to_owned(),
+                    namespace.to_owned(),
+                )])
+            });
+            return selector.matches(&|key| labels.get(key).cloned());
+        }
+        true
+    }
+
+    fn object_matches(&self, request: &AdmissionRequest, view: MatchedView) -> bool {
+        let Some(selector) = &self.object_selector else {
+            return true;
+        };
+        let template_labels = |object: Option<&Value>| -> Option<Value> {
+            let MatchedView::PodTemplate(location) = view else {
+                return object.and_then(|o| o.pointer("/metadata/labels")).cloned();
+            };
+            let mut node = object?;
+            for segment in &location.path[..location.path.len() - 1] {
+                let PathSegment::Key(key) = segment else {
+                    return None;
+                };
+                node = node.get(key)?;
+            }
+            node.pointer("/metadata/labels").cloned()
+        };
+        // On UPDATE the apiserver matches when either the old or the new object matches.
+        [request.object.as_ref(), request.old_object.as_ref()]
+            .into_iter()
+            .flatten()
+            .any(|object| {
+                let labels = template_labels(Some(object));
+                selector.matches(&|key| {
+                    labels
+                        .as_ref()
+                        .and_then(|l| l.get(key))
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                })
+            })
+    }
+
+    /// How the policy applies to `request`, or `None` when it does not.
+    pub fn matches(
+        &self,
+        request: &AdmissionRequest,
+        namespaces: &dyn NamespaceLookup,
+    ) -> Option<MatchedView> {
+        if !self.operations.contains(&request.operation) {
+            return None;
+        }
+        let view = if self.resource_matches(request) {
+            MatchedView::Object
+        } else if self.pod_templates && self.matches_pods() {
+            let location = pod_spec_location(request)?;
+            if location.path.len() == 1 {
+                return None;
+            }
+            MatchedView::PodTemplate(location)
+        } else {
+            return None;
+        };
+        if self.requester_excluded(request)
+            || !self.namespace_matches(request, namespaces)
+            || !self.object_matches(request, view)
+        {
+            return None;
+        }
+        Some(view)
+    }
+
+    /// What a webhook must register for this match block.
+    pub fn resource_rules(&self) -> Vec<ResourceRule> {
+        let mut rules = Vec::new();
+        for entry in &self.resources {
+            let mut resources: Vec<String> = entry.resources.clone();
+            if resources.is_empty() {
+                resources = entry
+                    .kinds
+                    .iter()
+                    .map(|kind| plural_resource(kind))
+                    .collect();
+            }
+            let mut with_subresources = resources.clone();
+            for resource in &resources {
+                for subresource in &entry.subresources {
+                    with_subresources.push(format!("{resource}/{subresource}"));
+                }
+            }
+            rules.push(ResourceRule {
+                api_groups: vec![entry.group.clone()],
+                api_versions: entry.versions.clone(),
+                resources: with_subresources,
+                operations: self.operations.clone(),
+            });
+        }
+        if self.pod_templates && self.matches_pods() {
+            rules.extend(pod_spec_resource_rules(&self.operations, false));
+        }
+        rules
+    }
+}
+
+/// The resource name of a kind: lower case, pluralised the way Kubernetes' built-in kinds are.
+/// Policies matching custom resources by kind should name `resources` for exact registration.
+pub fn plural_resource(kind: &str) -> String {
+    if kind == "*" {
+        return "*".into();
+    }
+    let lower = kind.to_ascii_lowercase();
+    match lower.as_str() {
+        "endpoints" => lower,
+        _ if lower.ends_with("policy") => format!("{}ies", &lower[..lower.len() - 1]),
+        _ if lower.ends_with("class") || lower.ends_with("ss") || lower.ends_with('x') => {
+            format!("{lower}es")
+        }
+        _ if lower.ends_with('y')
+            && !lower[..lower.len() - 1].ends_with(['a', 'e', 'i', 'o', 'u']) =>
+        {
+            format!("{}ies", &lower[..lower.len() - 1])
+        }
+        _ => format!("{lower}s"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::parse_review;
+    use crate::engine::{NoNamespaces, StaticNamespaces};
+    use crate::policy::{LabelSelectorRequirement, NamespaceFilter, SubjectExclusions};
+    use serde_json::json;
+
+    fn request(
+        kind: &str,
+        group: &str,
+        namespace: &str,
+        operation: &str,
+        object: Value,
+    ) -> AdmissionRequest {
+        let review = json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "u", "kind": {"group": group, "version": "v1", "kind": kind},
+                "resource": {"group": group, "version": "v1", "resource": plural_resource(kind)},
+                "namespace": namespace, "operation": operation, "object": object,
+                "userInfo": {"username": "system:serviceaccount:ci:deployer", "groups": ["system:serviceaccounts"]},
+            }
+        });
+        parse_review(review.to_string().as_bytes()).unwrap().request
+    }
+
+    fn spec(resources: Vec<ResourceMatch>) -> MatchSpec {
+        MatchSpec {
+            resources,
+            operations: vec![Operation::Create, Operation::Update],
+            namespaces: NamespaceFilter::default(),
+            object_selector: None,
+            namespace_selector: None,
+            exclude: SubjectExclusions::default(),
+        }
+    }
+
+    fn pods() -> ResourceMatch {
+        ResourceMatch {
+            group: String::new(),
+            versions: vec!["*".into()],
+            kinds: vec!["Pod".into()],
+            resources: vec![],
+            subresources: vec![],
+        }
+    }
+
+    #[test]
+    fn globs() {
+        for (pattern, text, expected) in [
+            ("team-*", "team-a", true),
+            ("team-*", "team-", true),
+            ("team-*", "staff", false),
+            ("*", "", true),
+            ("a*b*c", "aXXbYc", true),
+            ("a*b*c", "aXXbY", false),
+            ("kube-system", "kube-system", true),
+        ] {
+            assert_eq!(glob_match(pattern, text), expected, "{pattern} {text}");
+        }
+    }
+
+    #[test]
+    fn kinds_operations_and_pod_templates() {
+        let matcher = Matcher::new(&spec(vec![pods()]), true);
+        let pod = request("Pod", "", "a", "CREATE", json!({}));
+        assert_eq!(
+            matcher.matches(&pod, &NoNamespaces),
+            Some(MatchedView::Object)
+        );
+        let delete = request("Pod", "", "a", "DELETE", json!({}));
+        assert_eq!(matcher.matches(&delete, &NoNamespaces), None);
+        let deployment = request("Deployment", "apps", "a", "CREATE", json!({}));
+        assert!(matches!(
+            matcher.matches(&deployment, &NoNamespaces),
+            Some(MatchedView::PodTemplate(_))
+        ));
+        let no_templates = Matcher::new(&spec(vec![pods()]), false);
+        assert_eq!(no_templates.matches(&deployment, &NoNamespaces), None);
+        let config_map = request("ConfigMap", "", "a", "CREATE", json!({}));
+        assert_eq!(matcher.matches(&config_map, &NoNamespaces), None);
+        let mut status = request("Pod", "", "a", "UPDATE", json!({}));
+        status.sub_resource = Some("status".into());
+        assert_eq!(matcher.matches(&status, &NoNamespaces), None);
+    }
+
+    #[test]
+    fn namespaces_selectors_and_exclusions() {
+        let mut match_spec = spec(vec![pods()]);
+        match_spec.namespaces.exclude = vec!["kube-*".into()];
+        match_spec.namespace_selector = Some(LabelSelector {
+            match_labels: Default::default(),
+            match_expressions: vec![LabelSelectorRequirement {
+                key: "env".into(),
+                operator: "In".into(),
+                values: vec!["prod".into()],
+            }],
+        });
+        match_spec.object_selector = Some(LabelSelector {
+            match_labels: [("app".to_owned(), "web".to_owned())].into(),
+            match_expressions: vec![],
+        });
+        let matcher = Matcher::new(&match_spec, true);
+        let mut namespaces = StaticNamespaces::default();
+        namespaces.insert("shop", [("env".to_owned(), "prod".to_owned())].into());
+        namespaces.insert("dev", [("env".to_owned(), "dev".to_owned())].into());
+        let web = json!({"metadata": {"labels": {"app": "web"}}});
+        assert!(
+            matcher
+                .matches(
+                    &request("Pod", "", "shop", "CREATE", web.clone()),
+                    &namespaces
+                )
+                .is_some()
+        );
+        assert!(
+            matcher
+                .matches(
+                    &request("Pod", "", "dev", "CREATE", web.clone()),
+                    &namespaces
+                )
+                .is_none()
+        );
+        assert!(
+            matcher
+                .matches(
+                    &request("Pod", "", "unknown", "CREATE", web.clone()),
+                    &namespaces
+                )
+                .is_none()
+        );
+        assert!(
+            matcher
+                .matches(
+                    &request("Pod", "", "kube-system", "CREATE", web),
+                    &namespaces
+                )
+                .is_none()
+        );
+        let other = json!({"metadata": {"labels": {"app": "db"}}});
+        assert!(
+            matcher
+                .matches(&request("Pod", "", "shop", "CREATE", other), &namespaces)
+                .is_none()
+        );
+
+        let mut excluding = spec(vec![pods()]);
+        excluding.exclude.service_accounts = vec!["ci/*".into()];
+        let matcher = Matcher::new(&excluding, true);
+        assert!(
+            matcher
+                .matches(&request("Pod", "", "a", "CREATE", json!({})), &NoNamespaces)
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn plurals() {
+        for (kind, plural) in [
+            ("Pod", "pods"),
+            ("Ingress", "ingresses"),
+            ("NetworkPolicy", "networkpolicies"),
+            ("StorageClass", "storageclasses"),
+            ("Endpoints", "endpoints"),
+            ("Gateway", "gateways"),
+        ] {
+            assert_eq!(plural_resource(kind), plural);
+        }
+    }
+}

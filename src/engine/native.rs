@@ -1,0 +1,185 @@
+//! A compiled native `Policy`: its matcher, validation rules and defaulting rules.
+
+use super::matching::Matcher;
+use super::rules::{
+    CompiledDefault, CompiledValidation, ContainerResourceRule, Finding, HostRule, ImageRule,
+    ProbeRule, RequiredMetadataRule, View, attribute, parse_field_path,
+};
+use super::{Action, Decision, Endpoint, NamespaceLookup, ResourceRule};
+use crate::admission::AdmissionRequest;
+use crate::patch::ObjectEditor;
+use crate::policy::{DocumentSource, Policy, PolicyError};
+
+struct NamedValidation {
+    name: String,
+    message: Option<String>,
+    rule: CompiledValidation,
+}
+
+/// A native policy, compiled.
+pub struct CompiledPolicy {
+    name: String,
+    action: Action,
+    matcher: Matcher,
+    validations: Vec<NamedValidation>,
+    defaults: Vec<CompiledDefault>,
+}
+
+impl CompiledPolicy {
+    /// Compiles a validated policy document: regexes, quantities and paths are parsed here.
+    pub fn compile(policy: &Policy, source: &DocumentSource) -> Result<Self, PolicyError> {
+        let spec = &policy.spec;
+        let mut validations = Vec::new();
+        for (i, rule) in spec.validate.iter().enumerate() {
+            let field = |sub: &str, detail: String| {
+                PolicyError::at(source, format!("spec.validate[{i}].{sub}"), detail)
+            };
+            let compiled = if let Some(labels) = &rule.required_labels {
+                CompiledValidation::Metadata(
+                    RequiredMetadataRule::new("labels", labels)
+                        .map_err(|(key, e)| field(&format!("requiredLabels.{key}"), e))?,
+                )
+            } else if let Some(annotations) = &rule.required_annotations {
+                CompiledValidation::Metadata(
+                    RequiredMetadataRule::new("annotations", annotations)
+                        .map_err(|(key, e)| field(&format!("requiredAnnotations.{key}"), e))?,
+                )
+            } else if let Some(images) = &rule.images {
+                CompiledValidation::Images(ImageRule::new(images))
+            } else if let Some(resources) = &rule.resources {
+                CompiledValidation::Resources(
+                    ContainerResourceRule::new(resources)
+                        .map_err(|(key, e)| field(&format!("resources.{key}"), e))?,
+                )
+            } else if let Some(probes) = &rule.probes {
+                CompiledValidation::Probes(ProbeRule::new(&probes.require))
+            } else if let Some(host) = &rule.host {
+                CompiledValidation::Host(HostRule::new(host))
+            } else {
+                return Err(field("", "no rule family".into()));
+            };
+            validations.push(NamedValidation {
+                name: rule.name.clone(),
+                message: rule.message.clone(),
+                rule: compiled,
+            });
+        }
+        let mut defaults = Vec::new();
+        for (i, rule) in spec.defaults.iter().enumerate() {
+            let compiled = if let Some(set) = &rule.set {
+                CompiledDefault::Set {
+                    path: parse_field_path(&set.path).map_err(|e| {
+                        PolicyError::at(source, format!("spec.defaults[{i}].set.path"), e)
+                    })?,
+                    value: set.value.clone(),
+                }
+            } else if let Some(labels) = &rule.labels {
+                CompiledDefault::Metadata {
+                    field: "labels",
+                    entries: labels.clone(),
+                }
+            } else if let Some(annotations) = &rule.annotations {
+                CompiledDefault::Metadata {
+                    field: "annotations",
+                    entries: annotations.clone(),
+                }
+            } else {
+                return Err(PolicyError::at(
+                    source,
+                    format!("spec.defaults[{i}]"),
+                    "no defaulting rule",
+                ));
+            };
+            defaults.push(compiled);
+        }
+        Ok(CompiledPolicy {
+            name: policy.metadata.name.clone(),
+            action: spec.action,
+            matcher: Matcher::new(&spec.match_, spec.pod_templates),
+            validations,
+            defaults,
+        })
+    }
+
+    /// The policy's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Rules this policy holds.
+    pub fn rule_count(&self) -> usize {
+        self.validations.len() + self.defaults.len()
+    }
+
+    /// Runs every validation rule when the policy matches; violations go where the policy's
+    /// action says.
+    pub fn validate(
+        &self,
+        request: &AdmissionRequest,
+        namespaces: &dyn NamespaceLookup,
+        decision: &mut Decision,
+    ) {
+        if self.validations.is_empty() {
+            return;
+        }
+        let Some(matched) = self.matcher.matches(request, namespaces) else {
+            return;
+        };
+        let Some(object) = request.subject() else {
+            return;
+        };
+        let Some(view) = View::new(request, object, matched) else {
+            return;
+        };
+        let mut findings: Vec<Finding> = Vec::new();
+        let mut violations = Vec::new();
+        for rule in &self.validations {
+            rule.rule.check(&view, &mut findings);
+            attribute(
+                &self.name,
+                &rule.name,
+                rule.message.as_deref(),
+                findings.drain(..),
+                &mut violations,
+            );
+        }
+        decision.record(self.action, violations.into_iter());
+    }
+
+    /// Applies the defaulting rules, in order, when the policy matches.
+    pub fn apply_defaults(
+        &self,
+        request: &AdmissionRequest,
+        namespaces: &dyn NamespaceLookup,
+        editor: &mut ObjectEditor<'_>,
+    ) {
+        if self.defaults.is_empty() {
+            return;
+        }
+        let Some(matched) = self.matcher.matches(request, namespaces) else {
+            return;
+        };
+        let base = match matched {
+            super::matching::MatchedView::Object => Vec::new(),
+            super::matching::MatchedView::PodTemplate(location) => {
+                location.path[..location.path.len() - 1].to_vec()
+            }
+        };
+        for rule in &self.defaults {
+            rule.apply(&base, editor);
+        }
+    }
+
+    /// What a webhook must register for `endpoint`.
+    pub fn resource_rules(&self, endpoint: Endpoint) -> Vec<ResourceRule> {
+        let has_rules = match endpoint {
+            Endpoint::Validate => !self.validations.is_empty(),
+            Endpoint::Mutate => !self.defaults.is_empty(),
+        };
+        if has_rules {
+            self.matcher.resource_rules()
+        } else {
+            Vec::new()
+        }
+    }
+}

@@ -1,0 +1,80 @@
+use serde_json::Value;
+
+use super::{ALL_CONTAINERS, Finding, View};
+use crate::policy::HostRules;
+
+/// `host`: host namespaces, host ports and hostPath volumes.
+#[derive(Debug)]
+pub struct HostRule {
+    rules: HostRules,
+}
+
+impl HostRule {
+    /// Wraps the rules.
+    pub fn new(rules: &HostRules) -> Self {
+        HostRule {
+            rules: rules.clone(),
+        }
+    }
+
+    fn allowed_host_path(&self, path: &str) -> bool {
+        self.rules.allowed_host_paths.iter().any(|prefix| {
+            let prefix = prefix.trim_end_matches('/');
+            path == prefix || path.starts_with(&format!("{prefix}/"))
+        })
+    }
+
+    /// Reports each use of the host the rule forbids.
+    pub fn check(&self, view: &View<'_>, findings: &mut Vec<Finding>) {
+        let Some((spec, spec_path)) = view.pod_spec() else {
+            return;
+        };
+        if self.rules.forbid_namespaces {
+            for (field, namespace) in [
+                ("hostNetwork", "network"),
+                ("hostPID", "PID"),
+                ("hostIPC", "IPC"),
+            ] {
+                if spec.get(field).and_then(Value::as_bool) == Some(true) {
+                    findings.push((
+                        format!("{spec_path}.{field}"),
+                        format!("sharing the host {namespace} namespace is not allowed"),
+                    ));
+                }
+            }
+        }
+        if self.rules.forbid_ports {
+            for container in view.containers(&ALL_CONTAINERS) {
+                let ports = container.value.get("ports").and_then(Value::as_array);
+                for (i, port) in ports.into_iter().flatten().enumerate() {
+                    let host_port = port.get("hostPort").and_then(Value::as_i64).unwrap_or(0);
+                    if host_port != 0 {
+                        findings.push((
+                            format!("{}.ports[{i}].hostPort", container.path),
+                            format!(
+                                "container {:?} must not use host port {host_port}",
+                                container.name
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        if self.rules.forbid_host_path {
+            let volumes = spec.get("volumes").and_then(Value::as_array);
+            for (i, volume) in volumes.into_iter().flatten().enumerate() {
+                let Some(host_path) = volume.get("hostPath") else {
+                    continue;
+                };
+                let path = host_path.get("path").and_then(Value::as_str).unwrap_or("");
+                if !self.allowed_host_path(path) {
+                    let name = volume.get("name").and_then(Value::as_str).unwrap_or("");
+                    findings.push((
+                        format!("{spec_path}.volumes[{i}].hostPath"),
+                        format!("volume {name:?} must not mount host path {path:?}"),
+                    ));
+                }
+            }
+        }
+    }
+}

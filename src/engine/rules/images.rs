@@ -1,0 +1,160 @@
+use serde_json::Value;
+
+use super::{ALL_CONTAINERS, Finding, View};
+use crate::policy::ImageRules;
+
+/// `images`: allowed registries, no mutable tags, digests required.
+#[derive(Debug)]
+pub struct ImageRule {
+    rules: ImageRules,
+}
+
+/// An image reference split into the parts the rules look at.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ImageReference<'a> {
+    /// The registry host (`docker.io` when the reference names none).
+    pub registry: &'a str,
+    /// Registry and repository, normalised the way the container runtime resolves them
+    /// (`docker.io/library/nginx`).
+    pub repository: String,
+    /// The tag, if any.
+    pub tag: Option<&'a str>,
+    /// Whether the reference carries a digest.
+    pub digest: bool,
+}
+
+/// Parses `[registry/]path[:tag][@digest]`.
+pub fn parse_image(image: &str) -> ImageReference<'_> {
+    let (name, digest) = match image.split_once('@') {
+        Some((name, _)) => (name, true),
+        None => (image, false),
+    };
+    let last_slash = name.rfind('/');
+    let (path, tag) = match name.rfind(':') {
+        Some(colon) if last_slash.is_none_or(|slash| colon > slash) => {
+            (&name[..colon], Some(&name[colon + 1..]))
+        }
+        _ => (name, None),
+    };
+    let first = path.split('/').next().unwrap_or("");
+    let has_registry =
+        path.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
+    let (registry, repository) = if has_registry {
+        (first, path.to_owned())
+    } else if path.contains('/') {
+        ("docker.io", format!("docker.io/{path}"))
+    } else {
+        ("docker.io", format!("docker.io/library/{path}"))
+    };
+    ImageReference {
+        registry,
+        repository,
+        tag,
+        digest,
+    }
+}
+
+impl ImageRule {
+    /// Wraps the rules.
+    pub fn new(rules: &ImageRules) -> Self {
+        ImageRule {
+            rules: rules.clone(),
+        }
+    }
+
+    /// Reports each container image that breaks a rule.
+    pub fn check(&self, view: &View<'_>, findings: &mut Vec<Finding>) {
+        for container in view.containers(&ALL_CONTAINERS) {
+            let Some(image) = container.value.get("image").and_then(Value::as_str) else {
+                continue;
+            };
+            let reference = parse_image(image);
+            let path = format!("{}.image", container.path);
+            let name = container.name;
+            if !self.rules.allowed_registries.is_empty()
+                && !self.rules.allowed_registries.iter().any(|allowed| {
+                    let allowed = allowed.trim_end_matches('/');
+                    reference.registry == allowed
+                        || reference.repository.starts_with(&format!("{allowed}/"))
+                })
+            {
+                findings.push((
+                    path.clone(),
+                    format!(
+                        "container {name:?} image {image:?} is not from an allowed registry ({})",
+                        self.rules.allowed_registries.join(", ")
+                    ),
+                ));
+            }
+            if self.rules.forbid_latest
+                && !reference.digest
+                && matches!(reference.tag, None | Some("latest"))
+            {
+                findings.push((
+                    path.clone(),
+                    format!("container {name:?} image {image:?} must have a tag other than latest"),
+                ));
+            }
+            if self.rules.require_digest && !reference.digest {
+                findings.push((
+                    path,
+                    format!("container {name:?} image {image:?} must be pinned by digest"),
+                ));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references() {
+        let cases = [
+            ("nginx", "docker.io", "docker.io/library/nginx", None, false),
+            (
+                "nginx:1.27",
+                "docker.io",
+                "docker.io/library/nginx",
+                Some("1.27"),
+                false,
+            ),
+            (
+                "team/app:v1",
+                "docker.io",
+                "docker.io/team/app",
+                Some("v1"),
+                false,
+            ),
+            (
+                "registry.example.com:5000/team/app",
+                "registry.example.com:5000",
+                "registry.example.com:5000/team/app",
+                None,
+                false,
+            ),
+            (
+                "ghcr.io/org/app:2@sha256:abc",
+                "ghcr.io",
+                "ghcr.io/org/app",
+                Some("2"),
+                true,
+            ),
+            ("localhost/app", "localhost", "localhost/app", None, false),
+        ];
+        for (image, registry, repository, tag, digest) in cases {
+            let parsed = parse_image(image);
+            assert_eq!(
+                (
+                    parsed.registry,
+                    parsed.repository.as_str(),
+                    parsed.tag,
+                    parsed.digest
+                ),
+                (registry, repository, tag, digest),
+                "{image}"
+            );
+        }
+    }
+}

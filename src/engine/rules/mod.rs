@@ -1,0 +1,181 @@
+//! Native policy rule families, one file each, and the view they evaluate: the object itself
+//! or the pod template of a workload.
+
+mod defaults;
+mod host;
+mod images;
+mod metadata;
+mod probes;
+mod quantity;
+mod resources;
+
+use serde_json::Value;
+
+use super::matching::MatchedView;
+use super::pod_specs::pod_spec_location;
+use super::{CONTAINER_LISTS, Violation};
+use crate::admission::AdmissionRequest;
+use crate::patch::PathSegment;
+
+pub use defaults::{CompiledDefault, parse_field_path};
+pub use host::HostRule;
+pub use images::ImageRule;
+pub use metadata::RequiredMetadataRule;
+pub use probes::ProbeRule;
+pub use quantity::parse_quantity;
+pub use resources::ResourceRule as ContainerResourceRule;
+
+/// Where a policy looks: the object, or a workload's pod template treated as a Pod.
+#[derive(Debug, Clone)]
+pub struct View<'a> {
+    /// The value at `base` (the object, or the template).
+    pub root: &'a Value,
+    /// Path from the object to `root`.
+    pub base: Vec<PathSegment<'static>>,
+    /// `base` as users read it, with a trailing dot (`""`, `spec.template.`).
+    pub display: String,
+    /// The pod spec relative to `root`, and how it reads.
+    pub pod_spec: Option<(Vec<PathSegment<'static>>, String)>,
+}
+
+impl<'a> View<'a> {
+    /// The view a match gives on `object`.
+    pub fn new(
+        request: &AdmissionRequest,
+        object: &'a Value,
+        matched: MatchedView,
+    ) -> Option<Self> {
+        match matched {
+            MatchedView::Object => Some(View {
+                root: object,
+                base: Vec::new(),
+                display: String::new(),
+                pod_spec: pod_spec_location(request)
+                    .map(|location| (location.path.to_vec(), location.display.to_owned())),
+            }),
+            MatchedView::PodTemplate(location) => {
+                let base = &location.path[..location.path.len() - 1];
+                let mut root = object;
+                for segment in base {
+                    let PathSegment::Key(key) = segment else {
+                        return None;
+                    };
+                    root = root.get(key)?;
+                }
+                let display = location
+                    .display
+                    .strip_suffix("spec")
+                    .unwrap_or(location.display)
+                    .to_owned();
+                Some(View {
+                    root,
+                    base: base.to_vec(),
+                    display,
+                    pod_spec: Some((vec![PathSegment::Key("spec")], "spec".to_owned())),
+                })
+            }
+        }
+    }
+
+    /// The pod spec and its display path, if this view has one.
+    pub fn pod_spec(&self) -> Option<(&'a Value, String)> {
+        let (path, display) = self.pod_spec.as_ref()?;
+        let mut node = self.root;
+        for segment in path {
+            let PathSegment::Key(key) = segment else {
+                return None;
+            };
+            node = node.get(key)?;
+        }
+        node.is_object()
+            .then(|| (node, format!("{}{display}", self.display)))
+    }
+
+    /// Every container of the pod spec with its list name, index and display path.
+    pub fn containers(&self, lists: &[&'static str]) -> Vec<Container<'a>> {
+        let Some((spec, spec_display)) = self.pod_spec() else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for list in lists {
+            let Some(items) = spec.get(list).and_then(Value::as_array) else {
+                continue;
+            };
+            for (index, value) in items.iter().enumerate() {
+                out.push(Container {
+                    value,
+                    path: format!("{spec_display}.{list}[{index}]"),
+                    name: value.get("name").and_then(Value::as_str).unwrap_or(""),
+                });
+            }
+        }
+        out
+    }
+}
+
+/// A container in a view.
+#[derive(Debug, Clone)]
+pub struct Container<'a> {
+    /// The container.
+    pub value: &'a Value,
+    /// Its display path, e.g. `spec.template.spec.containers[0]`.
+    pub path: String,
+    /// Its name.
+    pub name: &'a str,
+}
+
+/// All three container lists.
+pub const ALL_CONTAINERS: [&str; 3] = CONTAINER_LISTS;
+/// Containers that run for the pod's life (probes and resources apply).
+pub const APP_CONTAINERS: [&str; 1] = ["containers"];
+/// Containers with resources.
+pub const RESOURCED_CONTAINERS: [&str; 2] = ["containers", "initContainers"];
+
+/// A compiled validation rule of a native policy.
+#[derive(Debug)]
+pub enum CompiledValidation {
+    /// requiredLabels / requiredAnnotations.
+    Metadata(RequiredMetadataRule),
+    /// images.
+    Images(ImageRule),
+    /// resources.
+    Resources(ContainerResourceRule),
+    /// probes.
+    Probes(ProbeRule),
+    /// host.
+    Host(HostRule),
+}
+
+/// What a rule reports before it is attributed to a policy and rule: where and why.
+pub type Finding = (String, String);
+
+impl CompiledValidation {
+    /// The findings of this rule on a view.
+    pub fn check(&self, view: &View<'_>, findings: &mut Vec<Finding>) {
+        match self {
+            CompiledValidation::Metadata(rule) => rule.check(view, findings),
+            CompiledValidation::Images(rule) => rule.check(view, findings),
+            CompiledValidation::Resources(rule) => rule.check(view, findings),
+            CompiledValidation::Probes(rule) => rule.check(view, findings),
+            CompiledValidation::Host(rule) => rule.check(view, findings),
+        }
+    }
+}
+
+/// Turns findings into violations of `policy`/`rule`, with an optional message override.
+pub fn attribute(
+    policy: &str,
+    rule: &str,
+    message: Option<&str>,
+    findings: impl Iterator<Item = Finding>,
+    out: &mut Vec<Violation>,
+) {
+    for (path, text) in findings {
+        out.push(Violation {
+            policy: policy.to_owned(),
+            rule: rule.to_owned(),
+            path,
+            message: message.map_or(text, str::to_owned),
+        });
+    }
+}
