@@ -176,3 +176,50 @@ fn webhook_rules_cover_pods_and_templates_only() {
     assert!(resources.contains(&"deployments".to_owned()));
     assert!(!resources.iter().any(|r| r == "configmaps" || r == "*"));
 }
+
+#[test]
+fn pod_spec_is_not_defaulted_on_update() {
+    let policy = r#"
+apiVersion: portcullis.dev/v1alpha1
+kind: Policy
+metadata: {name: d}
+spec:
+  match: {resources: [{kinds: [Pod]}]}
+  defaults:
+    - {name: spec, set: {path: "spec.containers[*].imagePullPolicy", value: Always}}
+    - {name: label, labels: {a: b}}
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("p.yaml"), policy).unwrap();
+    let engine = load_engine(&[dir.path().to_owned()]).unwrap();
+    let update = evaluate(
+        &engine,
+        &request("pod-bad.yaml", "UPDATE"),
+        Endpoint::Mutate,
+    );
+    let paths: Vec<&str> = update
+        .patch
+        .iter()
+        .flatten()
+        .map(|op| op.path.as_str())
+        .collect();
+    assert_eq!(paths, ["/metadata/labels"], "a Pod's spec is immutable");
+    let deployment = evaluate(
+        &engine,
+        &request("deployment-bad.yaml", "UPDATE"),
+        Endpoint::Mutate,
+    );
+    let paths: Vec<&str> = deployment
+        .patch
+        .iter()
+        .flatten()
+        .map(|op| op.path.as_str())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "/spec/template/spec/containers/0/imagePullPolicy",
+            "/spec/template/metadata/labels/a"
+        ]
+    );
+}

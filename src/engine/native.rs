@@ -1,12 +1,12 @@
 //! A compiled native `Policy`: its matcher, validation rules and defaulting rules.
 
-use super::matching::Matcher;
+use super::matching::{MatchedView, Matcher};
 use super::rules::{
     CompiledDefault, CompiledValidation, ContainerResourceRule, Finding, HostRule, ImageRule,
     ProbeRule, RequiredMetadataRule, View, attribute, parse_field_path,
 };
 use super::{Action, Decision, Endpoint, NamespaceLookup, ResourceRule};
-use crate::admission::AdmissionRequest;
+use crate::admission::{AdmissionRequest, Operation};
 use crate::patch::ObjectEditor;
 use crate::policy::{DocumentSource, Policy, PolicyError};
 
@@ -160,12 +160,19 @@ impl CompiledPolicy {
             return;
         };
         let base = match matched {
-            super::matching::MatchedView::Object => Vec::new(),
-            super::matching::MatchedView::PodTemplate(location) => {
-                location.path[..location.path.len() - 1].to_vec()
-            }
+            MatchedView::Object => Vec::new(),
+            MatchedView::PodTemplate(location) => location.path[..location.path.len() - 1].to_vec(),
         };
+        // A Pod's spec is immutable once created: a default written there on UPDATE would make
+        // the apiserver refuse the update, so only metadata defaults apply then.
+        let pod_update = request.operation == Operation::Update
+            && matched == MatchedView::Object
+            && request.kind.group.is_empty()
+            && request.kind.kind == "Pod";
         for rule in &self.defaults {
+            if pod_update && rule.writes_spec() {
+                continue;
+            }
             rule.apply(&base, editor);
         }
     }

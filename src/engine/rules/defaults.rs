@@ -149,6 +149,11 @@ fn expand<'p>(
 }
 
 impl CompiledDefault {
+    /// Whether the rule writes under `spec`.
+    pub fn writes_spec(&self) -> bool {
+        matches!(self, CompiledDefault::Set { path, .. } if path.first() == Some(&PathToken::Key("spec".into())))
+    }
+
     /// Applies the default under `base` (the view's path in the object).
     pub fn apply(&self, base: &[PathSegment<'static>], editor: &mut ObjectEditor<'_>) {
         match self {
