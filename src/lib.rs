@@ -17,6 +17,7 @@ pub mod cli;
 pub mod commands;
 pub mod engine;
 pub mod metrics;
+pub mod offline;
 pub mod patch;
 pub mod policy;
 pub mod server;

@@ -1,7 +1,9 @@
 //! Command implementations. Errors here are `anyhow`: they end the process with a message.
 
 mod certs;
+mod check;
 mod serve;
+mod test_suite;
 mod webhook_config;
 
 use std::process::ExitCode;
@@ -9,26 +11,37 @@ use std::process::ExitCode;
 use crate::cli::{Cli, Command};
 
 pub use certs::certs;
+pub use check::check;
 pub use serve::serve;
+pub use test_suite::test_suites;
 pub use webhook_config::webhook_config;
 
-/// Runs a parsed command line and returns the process exit code: 0 on success, 1 on failure.
+/// Runs a parsed command line and returns the process exit code: 0 on success and 1 on
+/// failure; `check` and `test` choose their own codes (0 or 1) and exit 2 on an error.
 pub fn run(cli: Cli) -> ExitCode {
     crate::telemetry::init(cli.log_format, &cli.log_level);
+    let done = |result: anyhow::Result<()>| result.map(|()| ExitCode::SUCCESS);
+    let offline = matches!(cli.command, Command::Check(_) | Command::Test(_));
     let result = match cli.command {
-        Command::Serve(args) => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .map_err(anyhow::Error::from)
-            .and_then(|runtime| runtime.block_on(serve(args))),
-        Command::Certs(args) => certs(args),
-        Command::WebhookConfig(args) => webhook_config(args),
-        Command::Check(_) | Command::Test(_) => {
-            Err(anyhow::anyhow!("this command is not available yet"))
-        }
+        Command::Serve(args) => done(
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .map_err(anyhow::Error::from)
+                .and_then(|runtime| runtime.block_on(serve(args))),
+        ),
+        Command::Certs(args) => done(certs(args)),
+        Command::WebhookConfig(args) => done(webhook_config(args)),
+        Command::Check(args) => check(args),
+        Command::Test(args) => test_suites(args),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
+        // The offline commands' errors are for the terminal, not for a log.
+        Err(error) if offline => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(check::EXIT_ERROR)
+        }
         Err(error) => {
             tracing::error!("{error:#}");
             eprintln!("error: {error:#}");

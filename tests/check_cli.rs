@@ -1,0 +1,486 @@
+//! `portcullis check` run as a process on fixture manifests and reviews: exit codes, the JSON
+//! and text output, operations, namespaces among the inputs, bad input; and the promise that a
+//! review gets from `check` the same decision and patch as from the webhook router.
+
+mod common;
+
+use std::io::Write as _;
+use std::process::{Command, Output, Stdio};
+
+use axum::Router;
+use base64::Engine as _;
+use common::{body_bytes, post_json};
+use portcullis::engine::Engine;
+use portcullis::server::{AppState, RequestSettings, webhook_router};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// Runs the binary in the crate root, so fixture paths are relative as a user would type them.
+fn portcullis(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .args(args)
+        .current_dir(ROOT)
+        .env_remove("PORTCULLIS_POLICIES")
+        .output()
+        .unwrap()
+}
+
+fn code(output: &Output) -> i32 {
+    output.status.code().expect("exited by a signal")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).unwrap()
+}
+
+/// `check --output json` on `args`: the exit code and the array.
+fn run_json(args: &[&str]) -> (i32, Vec<Value>) {
+    let mut all = vec!["check", "--output", "json"];
+    all.extend(args);
+    let output = portcullis(&all);
+    let results = serde_json::from_str(&stdout(&output))
+        .unwrap_or_else(|e| panic!("{args:?}: {e}; stderr: {}", stderr(&output)));
+    (code(&output), results)
+}
+
+/// `check --output json` on `args`; asserts the exit code and returns the array.
+fn check_json(args: &[&str], expected_code: i32) -> Vec<Value> {
+    let (code, results) = run_json(args);
+    assert_eq!(code, expected_code, "{args:?}");
+    results
+}
+
+fn find<'a>(results: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    results
+        .iter()
+        .find(|r| r["kind"] == kind && r["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in {results:#?}"))
+}
+
+/// The fields of every object in `check --output json`.
+const FIELDS: [&str; 14] = [
+    "source",
+    "uid",
+    "operation",
+    "apiVersion",
+    "kind",
+    "namespace",
+    "name",
+    "webhooks",
+    "allowed",
+    "violations",
+    "warnings",
+    "auditAnnotations",
+    "patch",
+    "patchedObject",
+];
+
+#[test]
+fn everything_allowed_exits_0() {
+    let output = portcullis(&["check", "tests/fixtures/check/compliant.yaml"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(
+        text.contains("ALLOWED  CREATE Pod shop/web"),
+        "text output: {text}"
+    );
+    // A cluster-scoped kind has no namespace, whatever the manifest says.
+    assert!(text.contains("CREATE ClusterRole reader "), "{text}");
+    assert!(text.contains("2 documents: 2 allowed"), "{text}");
+}
+
+#[test]
+fn json_output_has_one_object_per_document() {
+    let results = check_json(&["tests/fixtures/check/pods.yaml"], 1);
+    assert_eq!(results.len(), 5);
+    let mut expected = FIELDS.to_vec();
+    expected.sort_unstable();
+    for (index, result) in results.iter().enumerate() {
+        let mut keys: Vec<&str> = result
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        assert_eq!(keys, expected);
+        assert_eq!(
+            result["source"],
+            json!({"file": "tests/fixtures/check/pods.yaml", "index": index})
+        );
+        assert_eq!(result["operation"], "CREATE");
+    }
+
+    // The Namespace is evaluated too; no rule registers namespaces, so no webhook is called.
+    let namespace = find(&results, "Namespace", "team-a");
+    assert_eq!(namespace["namespace"], Value::Null);
+    assert_eq!(namespace["webhooks"], json!([]));
+    assert_eq!(namespace["allowed"], true);
+
+    let web = find(&results, "Pod", "web");
+    assert_eq!(web["allowed"], true);
+    assert_eq!(web["webhooks"], json!(["mutate", "validate"]));
+    assert_eq!(
+        web["patch"],
+        json!([
+            {"op": "add", "path": "/spec/containers/0/imagePullPolicy", "value": "IfNotPresent"},
+            {"op": "add", "path": "/spec/securityContext",
+             "value": {"seccompProfile": {"type": "RuntimeDefault"}}}
+        ])
+    );
+    assert_eq!(
+        web["patchedObject"],
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "web", "namespace": "team-a"},
+               "spec": {"containers": [{"name": "web", "image": "nginx:1.27.3",
+                                        "imagePullPolicy": "IfNotPresent"}],
+                        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}}})
+    );
+
+    let netdebug = find(&results, "Pod", "netdebug");
+    assert_eq!(netdebug["allowed"], false);
+    assert_eq!(
+        netdebug["violations"],
+        json!([
+            {"policy": "builtin", "rule": "no-privileged",
+             "path": "spec.containers[0].securityContext.privileged",
+             "message": "container \"netdebug\" must not be privileged"},
+            {"policy": "builtin", "rule": "no-host-namespaces", "path": "spec.hostNetwork",
+             "message": "sharing the host network namespace is not allowed"}
+        ])
+    );
+    assert_eq!(netdebug["patch"], Value::Null);
+    assert_eq!(netdebug["patchedObject"], Value::Null);
+
+    // No namespace in the manifest: the request is for "default", as kubectl makes it.
+    let scratch = find(&results, "Pod", "scratch");
+    assert_eq!(scratch["namespace"], "default");
+    assert_eq!(scratch["allowed"], true);
+    assert_eq!(scratch["warnings"].as_array().unwrap().len(), 1);
+    assert!(
+        scratch["warnings"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("[builtin/mutable-image-tag] spec.containers[0].image")
+    );
+
+    let settings = find(&results, "ConfigMap", "settings");
+    assert_eq!(settings["webhooks"], json!([]));
+    assert_eq!(settings["allowed"], true);
+
+    // Uids are derived from file and document: the same on every run, distinct per document.
+    let again = check_json(&["tests/fixtures/check/pods.yaml"], 1);
+    assert_eq!(results[1]["uid"], again[1]["uid"]);
+    assert_ne!(results[1]["uid"], results[2]["uid"]);
+}
+
+#[test]
+fn text_output_lists_verdicts_violations_warnings_and_patches() {
+    let output = portcullis(&["check", "tests/fixtures/check/pods.yaml"]);
+    assert_eq!(code(&output), 1);
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    let line_of = |prefix: &str| {
+        lines
+            .iter()
+            .position(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line starting {prefix:?} in\n{text}"))
+    };
+    let denied = line_of("DENIED   CREATE Pod team-a/netdebug");
+    assert!(lines[denied].ends_with("tests/fixtures/check/pods.yaml (document 2)"));
+    assert!(lines[denied + 1].starts_with(
+        "    violation  [builtin/no-privileged] spec.containers[0].securityContext.privileged:"
+    ));
+    let warned = line_of("WARN     CREATE Pod default/scratch");
+    assert!(lines[warned + 1].starts_with("    warning    [builtin/mutable-image-tag]"));
+    let allowed = line_of("ALLOWED  CREATE Pod team-a/web");
+    assert_eq!(
+        lines[allowed + 1],
+        "    patch      add /spec/containers/0/imagePullPolicy \"IfNotPresent\""
+    );
+    assert!(lines[line_of("ALLOWED  CREATE ConfigMap team-a/settings")].contains("not sent"));
+    assert_eq!(
+        lines.last().unwrap(),
+        &"5 documents: 4 allowed (1 with warnings), 1 denied, 1 patched"
+    );
+}
+
+#[test]
+fn json_manifests_and_workload_templates() {
+    let results = check_json(&["tests/fixtures/check/deployment.json"], 1);
+    assert_eq!(results.len(), 1);
+    let deployment = &results[0];
+    assert_eq!(deployment["apiVersion"], "apps/v1");
+    assert_eq!(deployment["namespace"], "logging");
+    assert_eq!(
+        deployment["violations"][0]["path"],
+        "spec.template.spec.containers[0].securityContext.privileged"
+    );
+}
+
+#[test]
+fn update_and_delete_operations() {
+    // UPDATE: a Pod's spec is immutable, so it is not defaulted; a Deployment is.
+    let results = check_json(
+        &[
+            "--operation",
+            "UPDATE",
+            "tests/fixtures/check/pods.yaml",
+            "tests/fixtures/check/deployment.json",
+        ],
+        1,
+    );
+    assert!(results.iter().all(|r| r["operation"] == "UPDATE"));
+    let web = find(&results, "Pod", "web");
+    assert_eq!(web["allowed"], true);
+    assert_eq!(web["patch"], Value::Null);
+    let deployment = find(&results, "Deployment", "log-shipper");
+    assert_eq!(deployment["allowed"], false);
+    assert_eq!(deployment["patch"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        deployment["patchedObject"]["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
+        "IfNotPresent"
+    );
+
+    // DELETE: no rule registers DELETE, so the apiserver would not call the webhook and even
+    // the privileged Pod may be deleted.
+    let results = check_json(
+        &["--operation", "DELETE", "tests/fixtures/check/pods.yaml"],
+        0,
+    );
+    for result in &results {
+        assert_eq!(result["operation"], "DELETE");
+        assert_eq!(result["webhooks"], json!([]));
+        assert_eq!(result["allowed"], true);
+        assert_eq!(result["patch"], Value::Null);
+    }
+
+    // A review carries its own operation.
+    let results = check_json(
+        &[
+            "--operation",
+            "CREATE",
+            "tests/fixtures/reviews/configmap-delete.json",
+        ],
+        0,
+    );
+    assert_eq!(results[0]["operation"], "DELETE");
+}
+
+#[test]
+fn namespace_manifests_feed_namespace_selectors() {
+    let policy = "tests/fixtures/check/namespaces/prod-pinned.yaml";
+    let pods = "tests/fixtures/check/namespaces/pods.yaml";
+    let results = check_json(
+        &[
+            "--policies",
+            policy,
+            "tests/fixtures/check/namespaces/namespaces.yaml",
+            pods,
+        ],
+        1,
+    );
+    assert_eq!(results.len(), 4);
+    let prod = results.iter().find(|r| r["namespace"] == "prod").unwrap();
+    assert_eq!(prod["allowed"], false);
+    assert_eq!(prod["violations"][0]["policy"], "prod-pinned");
+    let dev = results.iter().find(|r| r["namespace"] == "dev").unwrap();
+    assert_eq!(dev["allowed"], true);
+
+    // Without the Namespace objects the labels are unknown and the selector does not match.
+    let results = check_json(&["--policies", policy, pods], 0);
+    assert!(results.iter().all(|r| r["allowed"] == true));
+}
+
+#[test]
+fn lists_and_standard_input() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .args(["check", "--output", "json", "-"])
+        .current_dir(ROOT)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let list = std::fs::read(format!("{ROOT}/tests/fixtures/check/list.yaml")).unwrap();
+    child.stdin.take().unwrap().write_all(&list).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(code(&output), 1, "{}", stderr(&output));
+    let results: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(results.len(), 2);
+    assert_eq!(
+        results[1]["source"],
+        json!({"file": "-", "index": 0, "item": 1})
+    );
+    assert_eq!(results[0]["allowed"], true);
+    assert_eq!(results[1]["allowed"], false);
+}
+
+#[test]
+fn bad_input_exits_2_naming_file_and_document() {
+    let cases = [
+        (
+            vec!["tests/fixtures/check/missing.yaml"],
+            "error: tests/fixtures/check/missing.yaml: cannot read:",
+        ),
+        (
+            vec!["tests/fixtures/check/bad/invalid-yaml.yaml"],
+            "error: tests/fixtures/check/bad/invalid-yaml.yaml (document 1): invalid YAML:",
+        ),
+        (
+            vec!["tests/fixtures/check/bad/no-kind.yaml"],
+            "error: tests/fixtures/check/bad/no-kind.yaml (document 1): the document has no kind",
+        ),
+        (
+            vec!["tests/fixtures/check/bad/unknown-kind.yaml"],
+            "error: tests/fixtures/check/bad/unknown-kind.yaml (document 0): Widget has no apiVersion",
+        ),
+        (
+            vec!["tests/fixtures/check/bad/review-without-uid.json"],
+            "error: tests/fixtures/check/bad/review-without-uid.json (document 0): body is not a valid AdmissionReview: missing field `uid`",
+        ),
+        // A good file first changes nothing: input errors stop the run before any output.
+        (
+            vec![
+                "tests/fixtures/check/compliant.yaml",
+                "tests/fixtures/check/bad/no-kind.yaml",
+            ],
+            "error: tests/fixtures/check/bad/no-kind.yaml (document 1)",
+        ),
+        (
+            vec![
+                "--policies",
+                "tests/fixtures/check/no-such-policies",
+                "tests/fixtures/check/compliant.yaml",
+            ],
+            "error: cannot load the policies: cannot read tests/fixtures/check/no-such-policies",
+        ),
+        (
+            vec!["--operation", "PATCH", "x.yaml"],
+            "error: invalid value 'PATCH'",
+        ),
+    ];
+    for (args, expected) in cases {
+        let mut all = vec!["check"];
+        all.extend(&args);
+        let output = portcullis(&all);
+        let message = stderr(&output);
+        assert_eq!(code(&output), 2, "{args:?}: {message}");
+        assert!(
+            message.starts_with(expected),
+            "{args:?}: expected {expected:?}, got {message}"
+        );
+        assert_eq!(stdout(&output), "", "{args:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The promise: check decides a review as the webhook does.
+
+async fn post(router: &Router, path: &str, body: Vec<u8>) -> Value {
+    let response = router.clone().oneshot(post_json(path, body)).await.unwrap();
+    assert_eq!(response.status(), 200);
+    serde_json::from_slice(&body_bytes(response).await).unwrap()
+}
+
+/// For every fixture review: `/mutate` on the router returns exactly the patch `check`
+/// reports, and `/validate` on the patched review (what the apiserver sends the validating
+/// webhook) returns the same allowed, message, warnings and audit annotations.
+#[tokio::test]
+async fn reviews_get_the_same_decision_as_from_the_router() {
+    let router = webhook_router(AppState::new(Engine::builtin(), RequestSettings::default()));
+    let mut reviews: Vec<_> = std::fs::read_dir(format!("{ROOT}/tests/fixtures/reviews"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    reviews.sort();
+    assert!(reviews.len() >= 6);
+    let (mut denied, mut patched) = (0, 0);
+    for path in &reviews {
+        let name = path.display().to_string();
+        let (code, results) = run_json(&[&name]);
+        let [result] = results.as_slice() else {
+            panic!("{name}: one result expected, got {results:?}");
+        };
+        let body = std::fs::read(path).unwrap();
+        let mut review: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(result["uid"], review["request"]["uid"], "{name}");
+        assert_eq!(result["webhooks"], json!(["mutate", "validate"]), "{name}");
+
+        let mutated = post(&router, "/mutate", body).await;
+        let response = &mutated["response"];
+        match response.get("patch") {
+            Some(encoded) => {
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(encoded.as_str().unwrap())
+                    .unwrap();
+                let patch: Value = serde_json::from_slice(&bytes).unwrap();
+                assert_eq!(result["patch"], patch, "{name}: patch");
+                let mut object = review["request"]["object"].clone();
+                let operations: json_patch::Patch = serde_json::from_value(patch).unwrap();
+                json_patch::patch(&mut object, &operations).unwrap();
+                assert_eq!(result["patchedObject"], object, "{name}: patched object");
+                review["request"]["object"] = object;
+                patched += 1;
+            }
+            None => {
+                assert_eq!(result["patch"], Value::Null, "{name}");
+                assert_eq!(result["patchedObject"], Value::Null, "{name}");
+            }
+        }
+
+        let validated = post(&router, "/validate", serde_json::to_vec(&review).unwrap()).await;
+        let response = &validated["response"];
+        assert_eq!(result["allowed"], response["allowed"], "{name}: allowed");
+        assert_eq!(
+            code,
+            if response["allowed"] == true { 0 } else { 1 },
+            "{name}: exit code"
+        );
+        if response["allowed"] == false {
+            let texts: Vec<String> = result["violations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| {
+                    format!(
+                        "[{}/{}] {}: {}",
+                        v["policy"].as_str().unwrap(),
+                        v["rule"].as_str().unwrap(),
+                        v["path"].as_str().unwrap(),
+                        v["message"].as_str().unwrap()
+                    )
+                })
+                .collect();
+            assert_eq!(
+                response["status"]["message"],
+                texts.join("; "),
+                "{name}: message"
+            );
+            denied += 1;
+        }
+        assert_eq!(
+            result["warnings"],
+            response.get("warnings").cloned().unwrap_or(json!([])),
+            "{name}: warnings"
+        );
+        assert_eq!(
+            result["auditAnnotations"],
+            response
+                .get("auditAnnotations")
+                .cloned()
+                .unwrap_or(json!({})),
+            "{name}: audit annotations"
+        );
+    }
+    assert!(
+        denied >= 2 && patched >= 3,
+        "the fixtures must exercise denials and patches"
+    );
+}

@@ -1,0 +1,152 @@
+//! `portcullis test` run as a process: the shipped example suites pass, and deliberately
+//! failing or broken suites fail with the reason in the table and the right exit code.
+
+use std::process::{Command, Output};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+fn portcullis_test(paths: &[&str]) -> (i32, String, String) {
+    let output: Output = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .arg("test")
+        .args(paths)
+        .current_dir(ROOT)
+        .output()
+        .unwrap();
+    (
+        output.status.code().expect("exited by a signal"),
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
+
+/// The row of the table for `case`.
+fn row<'a>(table: &'a str, case: &str) -> &'a str {
+    table
+        .lines()
+        .find(|line| line.contains(case))
+        .unwrap_or_else(|| panic!("no row for {case:?} in\n{table}"))
+}
+
+#[test]
+fn example_suites_pass() {
+    let (code, table, stderr) = portcullis_test(&["examples/tests"]);
+    assert_eq!(code, 0, "{table}{stderr}");
+    let header = table.lines().next().unwrap();
+    for column in ["SUITE", "CASE", "RESULT", "REASON"] {
+        assert!(header.contains(column), "{header}");
+    }
+    for suite in ["builtin-pods", "builtin-workloads"] {
+        assert!(table.contains(suite), "{suite} did not run:\n{table}");
+    }
+    for case in [
+        "privileged container is denied",
+        "host network and PID namespaces are denied",
+        "latest and missing tags are warned, not denied",
+        "compliant pod is admitted with defaults applied",
+        "a Deployment with a privileged template is denied",
+    ] {
+        assert!(row(&table, case).contains(" PASS"), "{table}");
+    }
+    let summary = table.lines().last().unwrap();
+    assert!(
+        summary.ends_with(" passed, 0 failed, 0 errors"),
+        "{summary}"
+    );
+    assert!(
+        !table.contains("FAIL") && !table.contains("ERROR"),
+        "{table}"
+    );
+}
+
+#[test]
+fn a_failing_suite_exits_1_with_the_mismatches() {
+    let (code, table, _) = portcullis_test(&["tests/fixtures/check/suites/failing.yaml"]);
+    assert_eq!(code, 1, "{table}");
+    let allowed = row(&table, "privileged pod expected allowed");
+    assert!(allowed.contains(" FAIL "), "{allowed}");
+    assert!(
+        allowed.contains(
+            "expected allowed: true, got false (violations: [builtin/no-privileged] spec.containers[0].securityContext.privileged"
+        ),
+        "{allowed}"
+    );
+    let violation = row(&table, "wrong violation expected");
+    assert!(
+        violation.contains("missing violation {rule: no-latest}; got: [builtin/no-privileged]"),
+        "{violation}"
+    );
+    let patched = row(&table, "wrong warning count and patched object");
+    assert!(
+        patched.contains("expected 0 warnings, got 1: [builtin/mutable-image-tag]"),
+        "{patched}"
+    );
+    assert!(
+        patched.contains(
+            "patched object differs at /spec/containers/0/imagePullPolicy: expected \"Always\", got \"IfNotPresent\""
+        ),
+        "{patched}"
+    );
+    assert!(row(&table, "this one passes").contains(" PASS"), "{table}");
+    assert_eq!(
+        table.lines().last().unwrap(),
+        "1 passed, 3 failed, 0 errors"
+    );
+}
+
+#[test]
+fn suites_with_reviews_and_policy_files() {
+    let (code, table, _) =
+        portcullis_test(&["tests/fixtures/check/suites/reviews-and-policies.yaml"]);
+    assert_eq!(code, 0, "{table}");
+    assert_eq!(
+        table.lines().last().unwrap(),
+        "3 passed, 0 failed, 0 errors"
+    );
+}
+
+#[test]
+fn suites_that_cannot_be_loaded_exit_2() {
+    let cases = [
+        (
+            "tests/fixtures/check/suites/broken.yaml",
+            "tests/fixtures/check/suites/broken.yaml (document 0): cases[0].expect.alowed: unknown field `alowed`",
+        ),
+        (
+            "tests/fixtures/check/suites/unmatched.yaml",
+            "tests/fixtures/check/suites/unmatched.yaml (document 0): cases[0].resource: no resource is Pod team-b/web",
+        ),
+        (
+            "tests/fixtures/check/pods.yaml",
+            "holds no PolicyTest (kinds: Namespace, Pod, ConfigMap)",
+        ),
+        (
+            "tests/fixtures/check/bad",
+            "no PolicyTest found in this folder",
+        ),
+        ("tests/fixtures/check/no-such-suite.yaml", "cannot read:"),
+    ];
+    for (path, reason) in cases {
+        let (code, table, _) = portcullis_test(&[path]);
+        assert_eq!(code, 2, "{path}: {table}");
+        assert!(table.contains(" ERROR "), "{path}: {table}");
+        assert!(
+            table.contains(reason),
+            "{path}: expected {reason:?} in\n{table}"
+        );
+    }
+    // An error outweighs failures and passes elsewhere in the run.
+    let (code, table, _) = portcullis_test(&[
+        "tests/fixtures/check/suites/failing.yaml",
+        "tests/fixtures/check/suites/broken.yaml",
+        "examples/tests",
+    ]);
+    assert_eq!(code, 2, "{table}");
+    assert!(
+        table
+            .lines()
+            .last()
+            .unwrap()
+            .ends_with(" passed, 3 failed, 1 errors"),
+        "{table}"
+    );
+}
