@@ -14,6 +14,7 @@
 pub mod admin;
 pub mod admission;
 pub mod cli;
+pub mod cluster;
 pub mod commands;
 pub mod engine;
 pub mod metrics;

@@ -1,34 +1,65 @@
 use anyhow::Context;
 
 use crate::cli::ServeArgs;
-use crate::server::{RequestSettings, ServeConfig, start};
+use crate::cluster::ClusterSource;
+use crate::server::{RequestSettings, ServeConfig, ServeSources, start_with};
 use crate::tls::{CertificateSource, LOOPBACK_HOSTS, TlsSettings, generate_certificates};
 
 /// `portcullis serve`: runs until SIGTERM or SIGINT, then drains and returns.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     install_panic_hook();
-    let engine = super::load_engine(&args.policies)?;
     let tls = tls_settings(&args)?;
-    let rules = engine.rule_count();
-    let server = start(ServeConfig {
-        listen: args.listen,
-        admin_listen: args.admin_listen,
-        tls,
-        tls_reload_interval: args.tls_reload_interval,
-        shutdown_grace: args.shutdown_grace,
-        request: RequestSettings {
-            max_body_bytes: args.max_body_bytes,
-            request_timeout: args.request_timeout,
-            on_error: args.on_error,
+    let cluster = ClusterSource::choose(
+        args.kubeconfig.as_deref(),
+        args.no_cluster,
+        ClusterSource::in_pod(),
+    );
+    let client = cluster
+        .client()
+        .await
+        .context("connecting to the cluster for the namespace watch")?;
+    let server = start_with(
+        ServeConfig {
+            listen: args.listen,
+            admin_listen: args.admin_listen,
+            tls,
+            tls_reload_interval: args.tls_reload_interval,
+            shutdown_grace: args.shutdown_grace,
+            request: RequestSettings {
+                max_body_bytes: args.max_body_bytes,
+                request_timeout: args.request_timeout,
+                on_error: args.on_error,
+            },
+            // Used only without --policies.
+            engine: super::load_engine(&[])?,
         },
-        engine,
-    })
+        ServeSources {
+            policy_paths: args.policies.clone(),
+            policy_reload_interval: args.policy_reload_interval,
+            cluster: client,
+        },
+    )
     .await?;
+    let rules = match server.state.engine.load().as_deref() {
+        Some(engine) => engine.rule_count().to_string(),
+        None => "none: policies not loaded".to_owned(),
+    };
+    let policies = if args.policies.is_empty() {
+        "built-in".to_owned()
+    } else {
+        format!("{:?}", args.policies)
+    };
+    let namespaces = match &cluster {
+        ClusterSource::None => "none (no cluster)".to_owned(),
+        ClusterSource::Kubeconfig(path) => format!("watched via {}", path.display()),
+        ClusterSource::InCluster => "watched in-cluster".to_owned(),
+    };
     tracing::info!(
         webhook = %server.webhook_addr,
         admin = %server.admin_addr,
-        rules,
-        policies = "built-in",
+        %rules,
+        %policies,
+        %namespaces,
         "portcullis is serving"
     );
     shutdown_signal().await?;

@@ -5,6 +5,7 @@
 
 mod document;
 mod native;
+mod reload;
 
 pub use document::{DocumentSource, PolicyDocument, PolicyError, SourcedDocument, read_documents};
 pub use native::{
@@ -12,6 +13,7 @@ pub use native::{
     NamespaceFilter, Policy, PolicySpec, ProbeRules, ResourceMatch, ResourceRules,
     SubjectExclusions, ValidationSpec,
 };
+pub use reload::{PolicyReloadOutcome, PolicyReloader};
 
 use std::path::PathBuf;
 

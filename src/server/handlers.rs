@@ -6,8 +6,8 @@ use axum::http::{Uri, header};
 use axum::response::{IntoResponse, Response};
 
 use super::{AdmissionOutcome, AdmissionReviewBody, ApiError, AppState, OnError};
-use crate::admission::{AdmissionResponse, encode_review};
-use crate::engine::{Endpoint, EvalContext};
+use crate::admission::{AdmissionRequest, AdmissionResponse, encode_review};
+use crate::engine::{Endpoint, Engine, EvalContext};
 
 pub(super) async fn validate(State(state): State<AppState>, body: AdmissionReviewBody) -> Response {
     admit(&state, body, Endpoint::Validate)
@@ -24,6 +24,10 @@ pub(super) async fn not_found(uri: Uri) -> ApiError {
 pub(super) async fn method_not_allowed() -> ApiError {
     ApiError::MethodNotAllowed
 }
+
+/// The reason given while no policy set has loaded (policy files broken since start). The
+/// PolicyError itself is in `/readyz` and the log, not in answers that reach every user.
+const POLICIES_NOT_LOADED: &str = "policies are not loaded";
 
 /// The answer when evaluation itself failed, as `--on-error` says.
 fn evaluation_failure(on_error: OnError, uid: &str, reason: &str) -> AdmissionResponse {
@@ -43,17 +47,22 @@ fn evaluation_failure(on_error: OnError, uid: &str, reason: &str) -> AdmissionRe
     }
 }
 
-fn admit(state: &AppState, body: AdmissionReviewBody, endpoint: Endpoint) -> Response {
-    let started = Instant::now();
-    let request = &body.review.request;
-    let engine = state.engine.load();
+/// Evaluates `request` with `engine`; a rule error or panic gets the `--on-error` answer.
+/// Returns the response, the number of violations and of patch operations.
+fn decide(
+    state: &AppState,
+    engine: &Engine,
+    request: &AdmissionRequest,
+    deadline: Instant,
+    endpoint: Endpoint,
+) -> (AdmissionResponse, usize, usize) {
     let context = EvalContext::new(endpoint)
-        .with_deadline(body.deadline)
+        .with_deadline(deadline)
         .with_namespaces(state.namespaces.as_ref());
     let evaluated =
         std::panic::catch_unwind(AssertUnwindSafe(|| engine.evaluate(request, &context)));
     let on_error = state.settings.on_error;
-    let (response, violations, patch_operations) = match evaluated {
+    match evaluated {
         Ok(Ok(decision)) => (
             decision.to_response(&request.uid),
             decision.violations.len(),
@@ -76,6 +85,21 @@ fn admit(state: &AppState, body: AdmissionReviewBody, endpoint: Endpoint) -> Res
                 0,
             )
         }
+    }
+}
+
+fn admit(state: &AppState, body: AdmissionReviewBody, endpoint: Endpoint) -> Response {
+    let started = Instant::now();
+    let request = &body.review.request;
+    let engine = state.engine.load();
+    let on_error = state.settings.on_error;
+    let (response, violations, patch_operations) = match engine.as_deref() {
+        Some(engine) => decide(state, engine, request, body.deadline, endpoint),
+        None => (
+            evaluation_failure(on_error, &request.uid, POLICIES_NOT_LOADED),
+            0,
+            0,
+        ),
     };
     let code = response.status.as_ref().map_or(200, |status| status.code);
     tracing::info!(

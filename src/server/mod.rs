@@ -10,7 +10,7 @@ mod run;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
+use arc_swap::ArcSwapOption;
 use axum::Router;
 use axum::routing::post;
 use clap::ValueEnum;
@@ -23,7 +23,7 @@ use crate::metrics::Metrics;
 pub use error::ApiError;
 pub use extract::AdmissionReviewBody;
 pub use observe::AdmissionOutcome;
-pub use run::{RunningServer, ServeConfig, ServeError, start};
+pub use run::{RunningServer, ServeConfig, ServeError, ServeSources, start, start_with};
 
 /// What Portcullis answers when it cannot evaluate a request (a panic in a rule, a deadline
 /// passed): the AdmissionResponse still carries the request's uid and says what failed.
@@ -60,8 +60,9 @@ impl Default for RequestSettings {
 /// Shared state of the webhook router.
 #[derive(Clone)]
 pub struct AppState {
-    /// The policy engine in use; replaced whole on reload.
-    pub engine: Arc<ArcSwap<Engine>>,
+    /// The policy engine in use; replaced whole on reload. Empty while no policy set has
+    /// loaded yet (policy files broken at start): requests then get the `--on-error` answer.
+    pub engine: Arc<ArcSwapOption<Engine>>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// Readiness, shared with the admin listener.
@@ -75,8 +76,16 @@ pub struct AppState {
 impl AppState {
     /// State with fresh metrics and readiness around `engine`.
     pub fn new(engine: Engine, settings: RequestSettings) -> Self {
+        let state = AppState::without_engine(settings);
+        state.engine.store(Some(Arc::new(engine)));
+        state
+    }
+
+    /// State with no engine yet, for policies that are still to load: until one is stored,
+    /// admission requests get the `--on-error` answer saying policies are not loaded.
+    pub fn without_engine(settings: RequestSettings) -> Self {
         AppState {
-            engine: Arc::new(ArcSwap::from_pointee(engine)),
+            engine: Arc::new(ArcSwapOption::empty()),
             metrics: Arc::new(Metrics::new()),
             readiness: Arc::new(Readiness::default()),
             settings: Arc::new(settings),

@@ -1,6 +1,12 @@
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use axum_server::Handle;
 use axum_server::tls_rustls::RustlsConfig;
 use tokio::sync::oneshot;
@@ -8,7 +14,9 @@ use tokio::task::JoinHandle;
 
 use super::{AppState, RequestSettings, webhook_router};
 use crate::admin::{AdminState, admin_router};
+use crate::cluster::NamespaceCache;
 use crate::engine::Engine;
+use crate::policy::PolicyReloader;
 use crate::tls::{CertificateReloader, TlsError, TlsSettings};
 
 /// Everything `serve` needs to start.
@@ -25,8 +33,30 @@ pub struct ServeConfig {
     pub shutdown_grace: Duration,
     /// Per-request limits.
     pub request: RequestSettings,
-    /// The policy engine to start with.
+    /// The policy engine to serve when [`ServeSources::policy_paths`] is empty (the built-in
+    /// set for `serve`); ignored otherwise.
     pub engine: Engine,
+}
+
+/// Where a server's policies and namespace labels come from, besides [`ServeConfig`].
+pub struct ServeSources {
+    /// Policy files and folders, loaded at start and reloaded on change. Empty: serve
+    /// [`ServeConfig::engine`], never reloaded.
+    pub policy_paths: Vec<PathBuf>,
+    /// How often policy files are re-read besides change notifications.
+    pub policy_reload_interval: Duration,
+    /// A cluster whose Namespaces are watched for their labels; none known without it.
+    pub cluster: Option<kube::Client>,
+}
+
+impl Default for ServeSources {
+    fn default() -> Self {
+        ServeSources {
+            policy_paths: Vec::new(),
+            policy_reload_interval: Duration::from_secs(30),
+            cluster: None,
+        }
+    }
 }
 
 /// Why the server could not start or stopped with an error.
@@ -43,8 +73,8 @@ pub enum ServeError {
     /// The certificate could not be loaded.
     #[error("TLS: {0}")]
     Tls(#[from] TlsError),
-    /// The certificate directories could not be watched.
-    #[error("cannot watch certificate files: {0}")]
+    /// The certificate directories could not be watched, or no file watcher could be made.
+    #[error("cannot watch files: {0}")]
     Watch(#[from] notify::Error),
     /// A listener failed while serving.
     #[error("server error: {0}")]
@@ -64,10 +94,11 @@ pub struct RunningServer {
     webhook_task: JoinHandle<std::io::Result<()>>,
     admin_task: JoinHandle<std::io::Result<()>>,
     admin_stop: oneshot::Sender<()>,
-    reload_task: Option<AbortOnDrop>,
+    background: Vec<AbortOnDrop>,
 }
 
-/// Stops the certificate watcher when the server goes away, however it goes.
+/// Stops a background task (a watcher, the namespace reflector) when the server goes away,
+/// however it goes.
 struct AbortOnDrop(JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
@@ -85,10 +116,28 @@ fn bind(address: SocketAddr) -> Result<std::net::TcpListener, ServeError> {
     Ok(listener)
 }
 
-/// Loads the certificate, binds both listeners and starts serving. Returns once both
-/// listeners accept connections.
+/// Loads the certificate, binds both listeners and starts serving [`ServeConfig::engine`].
+/// Returns once both listeners accept connections.
 pub async fn start(config: ServeConfig) -> Result<RunningServer, ServeError> {
-    let state = AppState::new(config.engine, config.request);
+    start_with(config, ServeSources::default()).await
+}
+
+/// Like [`start`], with policies from files and namespace labels from a cluster.
+///
+/// Policy files that do not load do not stop the start: the server runs not ready, with the
+/// reason in `/readyz`, answers admission requests as `--on-error` says, and keeps watching
+/// the files until they load. With a cluster, `/readyz` also waits for the first complete
+/// list of Namespaces.
+pub async fn start_with(
+    config: ServeConfig,
+    sources: ServeSources,
+) -> Result<RunningServer, ServeError> {
+    let mut state = if sources.policy_paths.is_empty() {
+        AppState::new(config.engine, config.request)
+    } else {
+        AppState::without_engine(config.request)
+    };
+    let mut background = Vec::new();
     let loaded = config.tls.load()?;
     let rustls = RustlsConfig::from_config(loaded.config.clone());
     let reloader = CertificateReloader::new(
@@ -97,13 +146,30 @@ pub async fn start(config: ServeConfig) -> Result<RunningServer, ServeError> {
         &loaded,
         state.metrics.clone(),
     );
-    let reload_task = if config.tls.is_reloadable() {
-        Some(AbortOnDrop(reloader.spawn(config.tls_reload_interval)?))
-    } else {
-        None
-    };
+    if config.tls.is_reloadable() {
+        background.push(AbortOnDrop(reloader.spawn(config.tls_reload_interval)?));
+    }
     state.readiness.set_certificate_loaded();
-    state.readiness.set_policies_loaded();
+
+    if sources.policy_paths.is_empty() {
+        state.readiness.set_policies_loaded();
+    } else {
+        let mut policies = PolicyReloader::new(
+            sources.policy_paths,
+            state.engine.clone(),
+            state.readiness.clone(),
+            state.metrics.clone(),
+        );
+        policies.check();
+        background.push(AbortOnDrop(policies.spawn(sources.policy_reload_interval)?));
+    }
+
+    let namespaces = sources.cluster.map(|client| {
+        let (cache, task) = NamespaceCache::spawn(client);
+        background.push(AbortOnDrop(task));
+        state.namespaces = Arc::new(cache.clone());
+        cache
+    });
 
     let webhook_listener = bind(config.listen)?;
     let webhook_addr = webhook_listener.local_addr()?;
@@ -116,10 +182,16 @@ pub async fn start(config: ServeConfig) -> Result<RunningServer, ServeError> {
     let webhook_task = tokio::spawn(server.serve(router.into_make_service()));
 
     let (admin_stop, admin_stopped) = oneshot::channel::<()>();
-    let admin = admin_router(AdminState {
+    let mut admin = admin_router(AdminState {
         metrics: state.metrics.clone(),
         readiness: state.readiness.clone(),
     });
+    if let Some(cache) = namespaces {
+        admin = admin.layer(axum::middleware::from_fn_with_state(
+            cache,
+            readyz_waits_for_namespaces,
+        ));
+    }
     let admin_task = tokio::spawn(async move {
         axum::serve(admin_listener, admin)
             .with_graceful_shutdown(async {
@@ -137,8 +209,28 @@ pub async fn start(config: ServeConfig) -> Result<RunningServer, ServeError> {
         webhook_task,
         admin_task,
         admin_stop,
-        reload_task,
+        background,
     })
+}
+
+/// `/readyz` is 503 until the first list of Namespaces is complete, after every condition
+/// of [`Readiness`](crate::admin::Readiness) holds: decisions that depend on namespace labels
+/// would otherwise be made without them.
+async fn readyz_waits_for_namespaces(
+    State(cache): State<NamespaceCache>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let readyz = request.uri().path() == "/readyz";
+    let response = next.run(request).await;
+    if readyz && response.status() == StatusCode::OK && !cache.is_synced() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: namespaces not listed yet\n",
+        )
+            .into_response();
+    }
+    response
 }
 
 impl RunningServer {
@@ -157,7 +249,7 @@ impl RunningServer {
     /// Waits until the webhook listener has drained, then stops the admin listener.
     pub async fn wait(self) -> Result<(), ServeError> {
         let served = self.webhook_task.await;
-        drop(self.reload_task);
+        drop(self.background);
         let _ = self.admin_stop.send(());
         let admin = self.admin_task.await;
         served.map_err(|e| std::io::Error::other(e.to_string()))??;

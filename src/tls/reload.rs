@@ -86,12 +86,15 @@ impl CertificateReloader {
     /// `interval`. The task runs until aborted.
     pub fn spawn(mut self, interval: Duration) -> Result<JoinHandle<()>, notify::Error> {
         let (changed, mut changes) = tokio::sync::mpsc::channel::<()>(1);
-        let mut watcher = notify::recommended_watcher(move |event: notify::Result<_>| {
-            if event.is_ok() {
-                // A full channel already holds a pending check: the change is coalesced.
-                let _ = changed.try_send(());
-            }
-        })?;
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                // Our own reads of the files are reported as accesses: ignore them, or every
+                // check would trigger the next one.
+                if event.is_ok_and(|e| !matches!(e.kind, notify::EventKind::Access(_))) {
+                    // A full channel already holds a pending check: the change is coalesced.
+                    let _ = changed.try_send(());
+                }
+            })?;
         for directory in self.settings.watched_directories() {
             watcher.watch(&directory, RecursiveMode::NonRecursive)?;
         }
