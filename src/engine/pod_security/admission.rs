@@ -1,8 +1,61 @@
 //! Pod Security Admission as a policy document: the upstream `PodSecurityConfiguration`
 //! format, namespace label overrides, exemptions, and enforce / warn / audit.
+//!
+//! [`PodSecurityAdmission`] does for one request what upstream's admission library
+//! (`k8s.io/pod-security-admission` v0.37.2, `admission/admission.go` and `api/helpers.go`)
+//! does, on top of the checks of [`check_pod`]:
+//!
+//! - **Namespaces** (CREATE, UPDATE): the `pod-security.kubernetes.io/*` labels must be valid;
+//!   invalid ones are refused with upstream's `Namespace "…" is invalid: …` message (on UPDATE
+//!   only when they are newly invalid, as upstream). Exempt namespaces that set a policy get
+//!   upstream's "is exempt from Pod Security" warning.
+//! - **Pods** (resource `pods`; subresources other than upstream's ignored ones, so
+//!   `ephemeralcontainers` is evaluated and `status`, `exec` … are not): the enforce level
+//!   refuses, the audit level records an audit annotation, the warn level warns. An UPDATE is
+//!   evaluated only when upstream's `isSignificantPodUpdate` says so (container lists or
+//!   images changed, ephemeral containers added).
+//! - **Workload resources with a pod template** (PodTemplate, ReplicationController,
+//!   Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob; no subresource): never
+//!   refused, only warned about and audited, on the template's metadata and spec.
+//!
+//! DELETE and CONNECT, and every other resource, are left alone.
+//!
+//! # Audit annotations
+//!
+//! Upstream's in-tree plugin records `pod-security.kubernetes.io/<key>`. A webhook's
+//! `auditAnnotations` are prefixed by the apiserver with the webhook's name and a `/`, so a key
+//! must not contain `/` itself; the keys here are upstream's with `pod-security-` in front:
+//!
+//! | upstream (in-tree)                            | here                               |
+//! |-----------------------------------------------|------------------------------------|
+//! | `pod-security.kubernetes.io/enforce-policy`   | [`ENFORCE_POLICY_ANNOTATION`]      |
+//! | `pod-security.kubernetes.io/audit-violations` | [`AUDIT_VIOLATIONS_ANNOTATION`]    |
+//! | `pod-security.kubernetes.io/exempt`           | [`EXEMPT_ANNOTATION`]              |
+//! | `pod-security.kubernetes.io/error`            | [`ERROR_ANNOTATION`]               |
+//!
+//! The values are upstream's.
+//!
+//! # Not reproduced
+//!
+//! - When a Namespace UPDATE tightens the enforce level, upstream lists the namespace's pods and
+//!   warns about those that would violate it. There is no pod lister here, so that warning is
+//!   not given (the exempt-namespace warning on that path is).
+//! - Upstream refuses a Pod request it cannot decode, or whose namespace it cannot fetch. Here
+//!   the apiserver has decoded the object already, an unknown namespace (the lookup answers
+//!   `None`) is evaluated with the defaults, and a pod subresource that upstream does not
+//!   ignore but whose kind is not `Pod` is left alone rather than refused.
+
+use std::collections::HashSet;
+use std::fmt::{self, Write as _};
 
 use serde::Deserialize;
 use serde_json::Value;
+
+use super::pod::{list, str_field};
+use super::text::go_quote;
+use super::{CheckFailure, Level, LevelVersion, Version, check_pod, violation_message};
+use crate::admission::{AdmissionRequest, Operation};
+use crate::engine::{Decision, Labels, NamespaceLookup, ResourceRule, Violation};
 
 /// An error in a `PodSecurityConfiguration`, at a field.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,6 +65,18 @@ pub struct ConfigError {
     /// What is wrong.
     pub message: String,
 }
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.field, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
 
 /// `pod-security.admission.config.k8s.io/v1` `PodSecurityConfiguration`, as the apiserver's
 /// admission configuration file takes it.
@@ -31,7 +96,8 @@ pub struct PodSecurityConfiguration {
     pub exemptions: PodSecurityExemptions,
 }
 
-/// The `defaults` block: level and version per mode (`privileged` and `latest` when unset).
+/// The `defaults` block: level and version per mode (`privileged` and `latest` when unset or
+/// empty, as upstream defaults them).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PodSecurityDefaults {
@@ -92,7 +158,8 @@ pub struct PodSecurityExemptions {
 }
 
 impl PodSecurityConfiguration {
-    /// Parses and validates a document (levels and versions must parse).
+    /// Parses and validates a document: levels and versions must parse, and exemptions must
+    /// be valid names without repeats, as upstream's `ValidatePodSecurityConfiguration`.
     pub fn from_value(value: &Value) -> Result<Self, ConfigError> {
         let config: PodSecurityConfiguration =
             serde_path_to_error::deserialize(value).map_err(|e| ConfigError {
@@ -102,6 +169,1295 @@ impl PodSecurityConfiguration {
                 },
                 message: e.into_inner().to_string(),
             })?;
+        PodSecurityAdmission::new(&config)?;
         Ok(config)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Labels, annotations and messages
+// ---------------------------------------------------------------------------------------------
+
+/// Namespace label: the level refused.
+pub const ENFORCE_LEVEL_LABEL: &str = "pod-security.kubernetes.io/enforce";
+/// Namespace label: the version of the level refused.
+pub const ENFORCE_VERSION_LABEL: &str = "pod-security.kubernetes.io/enforce-version";
+/// Namespace label: the level audited.
+pub const AUDIT_LEVEL_LABEL: &str = "pod-security.kubernetes.io/audit";
+/// Namespace label: the version of the level audited.
+pub const AUDIT_VERSION_LABEL: &str = "pod-security.kubernetes.io/audit-version";
+/// Namespace label: the level warned about.
+pub const WARN_LEVEL_LABEL: &str = "pod-security.kubernetes.io/warn";
+/// Namespace label: the version of the level warned about.
+pub const WARN_VERSION_LABEL: &str = "pod-security.kubernetes.io/warn-version";
+
+/// Audit annotation (upstream `enforce-policy`): the enforced `level:version` of an evaluated
+/// pod, `privileged:latest` when the namespace is privileged in every mode.
+pub const ENFORCE_POLICY_ANNOTATION: &str = "pod-security-enforce-policy";
+/// Audit annotation (upstream `audit-violations`): `would violate PodSecurity "…": …`.
+pub const AUDIT_VIOLATIONS_ANNOTATION: &str = "pod-security-audit-violations";
+/// Audit annotation (upstream `exempt`): why a request was not evaluated, `namespace`, `user`
+/// or `runtimeClass`.
+pub const EXEMPT_ANNOTATION: &str = "pod-security-exempt";
+/// Audit annotation (upstream `error`): `Failed to parse policy: …` when namespace labels are
+/// invalid (the request is evaluated with upstream's fallbacks).
+pub const ERROR_ANNOTATION: &str = "pod-security-error";
+
+/// The policy name of the violations this module reports.
+const POLICY: &str = "pod-security";
+
+/// Upstream's `ParseLevel` error.
+const INVALID_LEVEL: &str = "must be one of privileged, baseline, restricted";
+/// Upstream's `ParseVersion` error.
+const INVALID_VERSION: &str = "must be \"latest\" or \"v1.x\"";
+
+/// Pod subresources upstream never evaluates; any other is expected to carry a Pod.
+const IGNORED_POD_SUBRESOURCES: [&str; 8] = [
+    "exec",
+    "attach",
+    "binding",
+    "eviction",
+    "log",
+    "portforward",
+    "proxy",
+    "status",
+];
+
+/// The effective policy of a namespace: a level and version for each mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Policy {
+    /// Refused.
+    pub enforce: LevelVersion,
+    /// Recorded in an audit annotation.
+    pub audit: LevelVersion,
+    /// Warned about.
+    pub warn: LevelVersion,
+}
+
+impl Policy {
+    /// Every mode is privileged: nothing to check.
+    pub fn fully_privileged(&self) -> bool {
+        self.enforce.level == Level::Privileged
+            && self.audit.level == Level::Privileged
+            && self.warn.level == Level::Privileged
+    }
+
+    /// Upstream's `Policy.Equivalent`: each mode is privileged in both, or equal.
+    pub fn equivalent(&self, other: &Policy) -> bool {
+        let same = |a: LevelVersion, b: LevelVersion| {
+            (a.level == Level::Privileged && b.level == Level::Privileged) || a == b
+        };
+        same(self.enforce, other.enforce)
+            && same(self.audit, other.audit)
+            && same(self.warn, other.warn)
+    }
+}
+
+/// An invalid Pod Security namespace label: upstream's `field.Invalid` on
+/// `metadata.labels[<label>]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabelError {
+    /// The label, e.g. `pod-security.kubernetes.io/enforce`.
+    pub label: &'static str,
+    /// Its value.
+    pub value: String,
+    /// What a value must be, e.g. `must be one of privileged, baseline, restricted`.
+    pub detail: &'static str,
+}
+
+impl fmt::Display for LabelError {
+    /// `metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: "x": must be …`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "metadata.labels[{}]: Invalid value: {}: {}",
+            self.label,
+            go_quote(&self.value),
+            self.detail
+        )
+    }
+}
+
+/// Go's `ErrorList.ToAggregate().Error()`: repeated messages dropped, one message as it is,
+/// several in brackets separated by `, `.
+fn aggregate(errors: &[LabelError]) -> String {
+    let mut messages: Vec<String> = Vec::with_capacity(errors.len());
+    for error in errors {
+        let message = error.to_string();
+        if !messages.contains(&message) {
+            messages.push(message);
+        }
+    }
+    match messages.len() {
+        1 => messages.swap_remove(0),
+        _ => format!("[{}]", messages.join(", ")),
+    }
+}
+
+/// `would violate PodSecurity "…": …`: the audit and warning text, from the denial text.
+fn would_violate_message(level_version: LevelVersion, failures: &[CheckFailure]) -> String {
+    let message = violation_message(level_version, failures);
+    match message.strip_prefix("violates ") {
+        Some(rest) => format!("would violate {rest}"),
+        None => message,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configuration: compiling and validating
+// ---------------------------------------------------------------------------------------------
+
+fn invalid(field: impl Into<String>, value: &str, detail: &str) -> ConfigError {
+    ConfigError {
+        field: field.into(),
+        message: format!("Invalid value: {}: {detail}", go_quote(value)),
+    }
+}
+
+/// A level from the configuration; empty is `privileged` (upstream's defaulting).
+fn config_level(field: &str, value: &str) -> Result<Level, ConfigError> {
+    if value.is_empty() {
+        return Ok(Level::Privileged);
+    }
+    value
+        .parse()
+        .map_err(|_| invalid(field, value, INVALID_LEVEL))
+}
+
+/// A version from the configuration; empty is `latest` (upstream's defaulting).
+fn config_version(field: &str, value: &str) -> Result<Version, ConfigError> {
+    if value.is_empty() {
+        return Ok(Version::Latest);
+    }
+    value
+        .parse()
+        .map_err(|_| invalid(field, value, INVALID_VERSION))
+}
+
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`
+fn is_dns1123_label(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    match (bytes.first(), bytes.last()) {
+        (Some(first), Some(last)) => {
+            alnum(first) && alnum(last) && bytes.iter().all(|b| alnum(b) || *b == b'-')
+        }
+        _ => false,
+    }
+}
+
+/// `label(\.label)*`
+fn is_dns1123_subdomain(value: &str) -> bool {
+    value.split('.').all(is_dns1123_label)
+}
+
+/// apimachinery's `IsDNS1123Label` messages (what a namespace name must be).
+fn dns1123_label_errors(value: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if value.len() > 63 {
+        errors.push("must be no more than 63 characters".to_owned());
+    }
+    if !is_dns1123_label(value) {
+        if is_dns1123_subdomain(value) {
+            errors.push("must not contain dots".to_owned());
+        } else {
+            errors.push(
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters \
+                 or '-', and must start and end with an alphanumeric character (e.g. \
+                 'my-name',  or '123-abc', regex used for validation is \
+                 '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+                    .to_owned(),
+            );
+        }
+    }
+    errors
+}
+
+/// apimachinery's `IsDNS1123Subdomain` messages (what a RuntimeClass name must be).
+fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if value.len() > 253 {
+        errors.push("must be no more than 253 characters".to_owned());
+    }
+    if !is_dns1123_subdomain(value) {
+        errors.push(
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric \
+             characters, '-' or '.', and must start and end with an alphanumeric character \
+             (e.g. 'example.com', regex used for validation is \
+             '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+                .to_owned(),
+        );
+    }
+    errors
+}
+
+fn username_errors(value: &str) -> Vec<String> {
+    if value.is_empty() {
+        vec!["username must not be empty".to_owned()]
+    } else {
+        Vec::new()
+    }
+}
+
+/// An exemption list as a set: each entry valid and not repeated.
+fn exemption_set(
+    field: &str,
+    values: &[String],
+    errors_of: fn(&str) -> Vec<String>,
+) -> Result<HashSet<String>, ConfigError> {
+    let mut set = HashSet::with_capacity(values.len());
+    for (index, value) in values.iter().enumerate() {
+        let errors = errors_of(value);
+        if !errors.is_empty() {
+            return Err(invalid(
+                format!("{field}[{index}]"),
+                value,
+                &errors.join(", "),
+            ));
+        }
+        if !set.insert(value.clone()) {
+            return Err(ConfigError {
+                field: format!("{field}[{index}]"),
+                message: format!("Duplicate value: {}", go_quote(value)),
+            });
+        }
+    }
+    Ok(set)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The admission controller
+// ---------------------------------------------------------------------------------------------
+
+/// Pod Security Admission compiled from a [`PodSecurityConfiguration`]: the default policy
+/// parsed and the exemptions as sets, so a request is only evaluated. See the module
+/// documentation for what it does to which requests.
+#[derive(Debug, Clone)]
+pub struct PodSecurityAdmission {
+    defaults: Policy,
+    exempt_usernames: HashSet<String>,
+    exempt_namespaces: HashSet<String>,
+    exempt_runtime_classes: HashSet<String>,
+}
+
+/// Where a workload kind keeps its pod template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TemplateAt {
+    /// PodTemplate: `template`.
+    Template,
+    /// ReplicationController: `spec.template`, which may be unset (nothing to evaluate).
+    ReplicationController,
+    /// Deployment, ReplicaSet, StatefulSet, DaemonSet, Job: `spec.template`.
+    Spec,
+    /// CronJob: `spec.jobTemplate.spec.template`.
+    CronJob,
+}
+
+/// The workload resources upstream evaluates, by group and resource.
+fn workload_template(group: &str, resource: &str) -> Option<TemplateAt> {
+    match (group, resource) {
+        ("", "podtemplates") => Some(TemplateAt::Template),
+        ("", "replicationcontrollers") => Some(TemplateAt::ReplicationController),
+        ("apps", "deployments" | "replicasets" | "statefulsets" | "daemonsets")
+        | ("batch", "jobs") => Some(TemplateAt::Spec),
+        ("batch", "cronjobs") => Some(TemplateAt::CronJob),
+        _ => None,
+    }
+}
+
+static NULL: Value = Value::Null;
+
+/// The value at `keys`, or `null` (Go's zero value) when a step is missing.
+fn at<'a>(value: &'a Value, keys: &[&str]) -> &'a Value {
+    keys.iter()
+        .try_fold(value, |node, key| node.get(key))
+        .unwrap_or(&NULL)
+}
+
+/// The template's metadata and spec, as upstream's `DefaultPodSpecExtractor` finds them.
+fn extract_template(object: &Value, template: TemplateAt) -> Option<(&Value, &Value)> {
+    let template = match template {
+        TemplateAt::Template => at(object, &["template"]),
+        TemplateAt::ReplicationController => {
+            // A pointer in Go: no template, nothing to evaluate.
+            let template = at(object, &["spec", "template"]);
+            if template.is_null() {
+                return None;
+            }
+            template
+        }
+        TemplateAt::Spec => at(object, &["spec", "template"]),
+        TemplateAt::CronJob => at(object, &["spec", "jobTemplate", "spec", "template"]),
+    };
+    Some((at(template, &["metadata"]), at(template, &["spec"])))
+}
+
+/// Upstream's `isSignificantPodUpdate`: container or init container lists changed length, a
+/// container's image changed, or an ephemeral container was added or changed image. Other
+/// updates (labels, annotations, status …) cannot make a pod less compliant.
+fn is_significant_pod_update(pod: &Value, old_pod: &Value) -> bool {
+    let spec = at(pod, &["spec"]);
+    let old_spec = at(old_pod, &["spec"]);
+    fn image(container: &Value) -> &str {
+        str_field(container, "image")
+    }
+    for key in ["containers", "initContainers"] {
+        let (new, old) = (list(spec, key), list(old_spec, key));
+        if new.len() != old.len() {
+            return true;
+        }
+        if new.iter().zip(old).any(|(n, o)| image(n) != image(o)) {
+            return true;
+        }
+    }
+    let old_ephemeral = list(old_spec, "ephemeralContainers");
+    list(spec, "ephemeralContainers").iter().any(|container| {
+        let name = str_field(container, "name");
+        match old_ephemeral
+            .iter()
+            .find(|old| str_field(old, "name") == name)
+        {
+            None => true,
+            Some(old) => image(container) != image(old),
+        }
+    })
+}
+
+/// The labels of a Namespace object, read as Go decodes them (`null` values are `""`).
+fn object_label<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    at(object, &["metadata", "labels"])
+        .get(key)
+        .map(|value| value.as_str().unwrap_or(""))
+}
+
+fn annotate(decision: &mut Decision, key: &str, value: String) {
+    decision.audit_annotations.insert(key.to_owned(), value);
+}
+
+impl PodSecurityAdmission {
+    /// Compiles a configuration. Levels and versions are parsed (empty ones take upstream's
+    /// defaults, `privileged` and `latest`) and exemptions validated as upstream's
+    /// `ValidatePodSecurityConfiguration` does; the first error names its field, e.g.
+    /// `defaults.enforce-version` or `exemptions.namespaces[2]`, with upstream's message.
+    pub fn new(config: &PodSecurityConfiguration) -> Result<Self, ConfigError> {
+        let d = &config.defaults;
+        // Upstream's validation order: enforce, warn, audit.
+        let enforce = LevelVersion::new(
+            config_level("defaults.enforce", &d.enforce)?,
+            config_version("defaults.enforce-version", &d.enforce_version)?,
+        );
+        let warn = LevelVersion::new(
+            config_level("defaults.warn", &d.warn)?,
+            config_version("defaults.warn-version", &d.warn_version)?,
+        );
+        let audit = LevelVersion::new(
+            config_level("defaults.audit", &d.audit)?,
+            config_version("defaults.audit-version", &d.audit_version)?,
+        );
+        let exemptions = &config.exemptions;
+        Ok(PodSecurityAdmission {
+            defaults: Policy {
+                enforce,
+                audit,
+                warn,
+            },
+            exempt_namespaces: exemption_set(
+                "exemptions.namespaces",
+                &exemptions.namespaces,
+                dns1123_label_errors,
+            )?,
+            exempt_runtime_classes: exemption_set(
+                "exemptions.runtimeClasses",
+                &exemptions.runtime_classes,
+                dns1123_subdomain_errors,
+            )?,
+            exempt_usernames: exemption_set(
+                "exemptions.usernames",
+                &exemptions.usernames,
+                username_errors,
+            )?,
+        })
+    }
+
+    /// The default policy, for namespaces without Pod Security labels.
+    pub fn defaults(&self) -> Policy {
+        self.defaults
+    }
+
+    /// What a webhook must register, as upstream's webhook configuration does: CREATE and
+    /// UPDATE of `namespaces`, `pods`, `pods/ephemeralcontainers` and the workload resources
+    /// with pod templates, `v1` of each group. (Upstream splits them into a failing-closed
+    /// webhook for namespaces and pods and a failing-open one for the workloads.)
+    pub fn resource_rules(&self) -> Vec<ResourceRule> {
+        let rule = |group: &str, resources: &[&str]| ResourceRule {
+            api_groups: vec![group.to_owned()],
+            api_versions: vec!["v1".to_owned()],
+            resources: resources.iter().map(|r| (*r).to_owned()).collect(),
+            operations: vec![Operation::Create, Operation::Update],
+        };
+        vec![
+            rule(
+                "",
+                &[
+                    "namespaces",
+                    "pods",
+                    "pods/ephemeralcontainers",
+                    "podtemplates",
+                    "replicationcontrollers",
+                ],
+            ),
+            rule(
+                "apps",
+                &["daemonsets", "deployments", "replicasets", "statefulsets"],
+            ),
+            rule("batch", &["cronjobs", "jobs"]),
+        ]
+    }
+
+    /// The effective policy of a namespace with `labels` (`None`: unknown, the defaults), and
+    /// the labels that are invalid: upstream's `PolicyToEvaluate`. A policy is always given:
+    /// an invalid enforce level is `restricted` (failing closed), an invalid audit or warn
+    /// level `privileged` (failing open), an invalid version `latest`. A valid enforce label
+    /// stricter than the warn level raises the warn level (and, unless a warn version is set,
+    /// its version) to it, when no warn label is set.
+    pub fn policy_for(&self, labels: Option<&Labels>) -> (Policy, Vec<LabelError>) {
+        self.resolve_policy(|key| labels?.get(key).map(String::as_str))
+    }
+
+    fn resolve_policy<'a>(
+        &self,
+        label: impl Fn(&str) -> Option<&'a str>,
+    ) -> (Policy, Vec<LabelError>) {
+        let mut policy = self.defaults;
+        let mut errors = Vec::new();
+        let level = |key: &'static str, on_error: Level, errors: &mut Vec<LabelError>| {
+            let value = label(key)?;
+            Some(value.parse::<Level>().unwrap_or_else(|_| {
+                errors.push(LabelError {
+                    label: key,
+                    value: value.to_owned(),
+                    detail: INVALID_LEVEL,
+                });
+                on_error
+            }))
+        };
+        let enforce_level = level(ENFORCE_LEVEL_LABEL, Level::Restricted, &mut errors);
+        let has_enforce_level = enforce_level.is_some() && errors.is_empty();
+        if let Some(level) = enforce_level {
+            policy.enforce.level = level;
+        }
+        let version = |key: &'static str, errors: &mut Vec<LabelError>| {
+            let value = label(key)?;
+            Some(value.parse::<Version>().unwrap_or_else(|_| {
+                errors.push(LabelError {
+                    label: key,
+                    value: value.to_owned(),
+                    detail: INVALID_VERSION,
+                });
+                Version::Latest
+            }))
+        };
+        if let Some(version) = version(ENFORCE_VERSION_LABEL, &mut errors) {
+            policy.enforce.version = version;
+        }
+        if let Some(level) = level(AUDIT_LEVEL_LABEL, Level::Privileged, &mut errors) {
+            policy.audit.level = level;
+        }
+        if let Some(version) = version(AUDIT_VERSION_LABEL, &mut errors) {
+            policy.audit.version = version;
+        }
+        let warn_level = level(WARN_LEVEL_LABEL, Level::Privileged, &mut errors);
+        if let Some(level) = warn_level {
+            policy.warn.level = level;
+        }
+        let warn_version = version(WARN_VERSION_LABEL, &mut errors);
+        if let Some(version) = warn_version {
+            policy.warn.version = version;
+        }
+        if warn_level.is_none() && has_enforce_level && policy.enforce.level > policy.warn.level {
+            policy.warn.level = policy.enforce.level;
+            if warn_version.is_none() {
+                policy.warn.version = policy.enforce.version;
+            }
+        }
+        (policy, errors)
+    }
+
+    fn exempt_namespace(&self, namespace: &str) -> bool {
+        !namespace.is_empty() && self.exempt_namespaces.contains(namespace)
+    }
+
+    fn exempt_user(&self, username: &str) -> bool {
+        !username.is_empty() && self.exempt_usernames.contains(username)
+    }
+
+    fn exempt_runtime_class(&self, pod_spec: &Value) -> bool {
+        let runtime_class = str_field(pod_spec, "runtimeClassName");
+        !runtime_class.is_empty() && self.exempt_runtime_classes.contains(runtime_class)
+    }
+
+    /// Evaluates one request and adds what it finds to `decision`: a violation (policy
+    /// `pod-security`, rule `enforce`, message upstream's `violates PodSecurity "…": …`) when
+    /// the enforce level refuses a pod, upstream's `would violate PodSecurity "…": …` as a
+    /// warning and as the [`AUDIT_VIOLATIONS_ANNOTATION`], and upstream's other audit
+    /// annotations. Namespace labels come from `namespaces`; a namespace it does not know gets
+    /// the defaults.
+    pub fn evaluate(
+        &self,
+        request: &AdmissionRequest,
+        namespaces: &dyn NamespaceLookup,
+        decision: &mut Decision,
+    ) {
+        if !matches!(request.operation, Operation::Create | Operation::Update) {
+            return;
+        }
+        // Upstream reads the subresource the client asked for.
+        let subresource = request
+            .request_sub_resource
+            .as_deref()
+            .or(request.sub_resource.as_deref())
+            .unwrap_or("");
+        let resource = &request.resource;
+        match (resource.group.as_str(), resource.resource.as_str()) {
+            ("", "namespaces") => self.validate_namespace(request, subresource, decision),
+            ("", "pods") => self.validate_pod(request, subresource, namespaces, decision),
+            (group, name) => {
+                if let Some(template) = workload_template(group, name) {
+                    self.validate_pod_controller(
+                        request,
+                        subresource,
+                        template,
+                        namespaces,
+                        decision,
+                    );
+                }
+            }
+        }
+    }
+
+    /// Upstream's `ValidateNamespace`, without the check of existing pods (there is no pod
+    /// lister): refuses invalid Pod Security labels, and warns when an exempt namespace sets a
+    /// policy.
+    fn validate_namespace(
+        &self,
+        request: &AdmissionRequest,
+        subresource: &str,
+        decision: &mut Decision,
+    ) {
+        if !subresource.is_empty() {
+            return;
+        }
+        let Some(namespace) = request.object.as_ref() else {
+            return;
+        };
+        let (policy, errors) = self.resolve_policy(|key| object_label(namespace, key));
+        let refuse = |decision: &mut Decision| {
+            let kind = &request.kind;
+            let group_kind = if kind.group.is_empty() {
+                kind.kind.clone()
+            } else {
+                format!("{}.{}", kind.kind, kind.group)
+            };
+            decision.violations.push(Violation {
+                policy: POLICY.into(),
+                rule: "namespace-labels".into(),
+                path: String::new(),
+                message: format!(
+                    "{group_kind} {} is invalid: {}",
+                    go_quote(request.name.as_deref().unwrap_or("")),
+                    aggregate(&errors)
+                ),
+            });
+        };
+        let exempt = self.exempt_namespace(request.namespace.as_deref().unwrap_or(""));
+        match request.operation {
+            Operation::Create => {
+                if !errors.is_empty() {
+                    refuse(decision);
+                    return;
+                }
+            }
+            Operation::Update => {
+                let old = request.old_object.as_ref().unwrap_or(&NULL);
+                let (old_policy, old_errors) = self.resolve_policy(|key| object_label(old, key));
+                // Labels that were already invalid in the same way may stay.
+                if !errors.is_empty() && (old_errors.is_empty() || errors != old_errors) {
+                    refuse(decision);
+                    return;
+                }
+                let (new, old) = (policy.enforce, old_policy.enforce);
+                if new == old
+                    || new.level == Level::Privileged
+                    || (new.version == old.version && new.level <= old.level)
+                {
+                    return;
+                }
+                // Upstream now warns about existing pods that violate the new enforce level,
+                // unless the namespace is exempt; without a pod lister only the exempt case is
+                // reproduced.
+            }
+            _ => return,
+        }
+        if exempt && let Some(warning) = self.exempt_namespace_warning(namespace, &policy) {
+            decision.warnings.push(warning);
+        }
+    }
+
+    /// Upstream's `exemptNamespaceWarning`: the non-privileged modes the labels set, when the
+    /// policy is not privileged and not equivalent to the defaults.
+    fn exempt_namespace_warning(&self, namespace: &Value, policy: &Policy) -> Option<String> {
+        if policy.fully_privileged() || policy.equivalent(&self.defaults) {
+            return None;
+        }
+        let has = |key| object_label(namespace, key).is_some();
+        let mut modes = Vec::new();
+        for (name, level_version, level_label, version_label) in [
+            (
+                "enforce",
+                policy.enforce,
+                ENFORCE_LEVEL_LABEL,
+                ENFORCE_VERSION_LABEL,
+            ),
+            (
+                "audit",
+                policy.audit,
+                AUDIT_LEVEL_LABEL,
+                AUDIT_VERSION_LABEL,
+            ),
+            ("warn", policy.warn, WARN_LEVEL_LABEL, WARN_VERSION_LABEL),
+        ] {
+            if level_version.level != Level::Privileged && (has(level_label) || has(version_label))
+            {
+                modes.push(format!("{name}={level_version}"));
+            }
+        }
+        let name = str_field(at(namespace, &["metadata"]), "name");
+        Some(format!(
+            "namespace {} is exempt from Pod Security, and the policy ({}) will be ignored",
+            go_quote(name),
+            modes.join(", ")
+        ))
+    }
+
+    /// Upstream's `ValidatePod`.
+    fn validate_pod(
+        &self,
+        request: &AdmissionRequest,
+        subresource: &str,
+        namespaces: &dyn NamespaceLookup,
+        decision: &mut Decision,
+    ) {
+        if IGNORED_POD_SUBRESOURCES.contains(&subresource) {
+            return;
+        }
+        // Upstream decodes any other subresource as a Pod and refuses what does not decode;
+        // here what is not a Pod is left alone.
+        if !(request.kind.group.is_empty() && request.kind.kind == "Pod") {
+            return;
+        }
+        let namespace = request.namespace.as_deref().unwrap_or("");
+        if self.exempt_namespace(namespace) {
+            annotate(decision, EXEMPT_ANNOTATION, "namespace".into());
+            return;
+        }
+        if self.exempt_user(&request.user_info.username) {
+            annotate(decision, EXEMPT_ANNOTATION, "user".into());
+            return;
+        }
+        let labels = namespaces.labels(namespace);
+        let (policy, errors) = self.policy_for(labels.as_ref());
+        if errors.is_empty() && policy.fully_privileged() {
+            annotate(
+                decision,
+                ENFORCE_POLICY_ANNOTATION,
+                "privileged:latest".into(),
+            );
+            return;
+        }
+        let Some(pod) = request.object.as_ref() else {
+            return;
+        };
+        if request.operation == Operation::Update
+            && let Some(old_pod) = request.old_object.as_ref()
+            && !is_significant_pod_update(pod, old_pod)
+        {
+            return;
+        }
+        let (metadata, spec) = (at(pod, &["metadata"]), at(pod, &["spec"]));
+        self.evaluate_pod(&policy, &errors, metadata, spec, true, decision);
+    }
+
+    /// Upstream's `ValidatePodController`: warn and audit only.
+    fn validate_pod_controller(
+        &self,
+        request: &AdmissionRequest,
+        subresource: &str,
+        template: TemplateAt,
+        namespaces: &dyn NamespaceLookup,
+        decision: &mut Decision,
+    ) {
+        if !subresource.is_empty() {
+            return;
+        }
+        let namespace = request.namespace.as_deref().unwrap_or("");
+        if self.exempt_namespace(namespace) {
+            annotate(decision, EXEMPT_ANNOTATION, "namespace".into());
+            return;
+        }
+        if self.exempt_user(&request.user_info.username) {
+            annotate(decision, EXEMPT_ANNOTATION, "user".into());
+            return;
+        }
+        let labels = namespaces.labels(namespace);
+        let (policy, errors) = self.policy_for(labels.as_ref());
+        if errors.is_empty()
+            && policy.warn.level == Level::Privileged
+            && policy.audit.level == Level::Privileged
+        {
+            return;
+        }
+        let Some((metadata, spec)) = request
+            .object
+            .as_ref()
+            .and_then(|object| extract_template(object, template))
+        else {
+            return;
+        };
+        self.evaluate_pod(&policy, &errors, metadata, spec, false, decision);
+    }
+
+    /// Upstream's `EvaluatePod`: the enforce level only when `enforce`; each level and version
+    /// checked once however many modes share it; no warning on a request being refused.
+    fn evaluate_pod(
+        &self,
+        policy: &Policy,
+        errors: &[LabelError],
+        metadata: &Value,
+        spec: &Value,
+        enforce: bool,
+        decision: &mut Decision,
+    ) {
+        if self.exempt_runtime_class(spec) {
+            annotate(decision, EXEMPT_ANNOTATION, "runtimeClass".into());
+            return;
+        }
+        if !errors.is_empty() {
+            annotate(
+                decision,
+                ERROR_ANNOTATION,
+                format!("Failed to parse policy: {}", aggregate(errors)),
+            );
+        }
+        let mut refused = false;
+        let enforced = enforce.then(|| {
+            // One allocation: `restricted:v1.NNN` fits.
+            let mut value = String::with_capacity(24);
+            let _ = write!(value, "{}", policy.enforce);
+            annotate(decision, ENFORCE_POLICY_ANNOTATION, value);
+            check_pod(policy.enforce, metadata, spec)
+        });
+        if let Some(failures) = enforced.as_deref().filter(|f| !f.is_empty()) {
+            decision.violations.push(Violation {
+                policy: POLICY.into(),
+                rule: "enforce".into(),
+                path: String::new(),
+                message: violation_message(policy.enforce, failures),
+            });
+            refused = true;
+        }
+
+        let audited_owned;
+        let audited: &[CheckFailure] = match &enforced {
+            Some(failures) if policy.audit == policy.enforce => failures,
+            _ => {
+                audited_owned = check_pod(policy.audit, metadata, spec);
+                &audited_owned
+            }
+        };
+        if !audited.is_empty() {
+            annotate(
+                decision,
+                AUDIT_VIOLATIONS_ANNOTATION,
+                would_violate_message(policy.audit, audited),
+            );
+        }
+
+        if refused {
+            return;
+        }
+        let warned_owned;
+        let warned: &[CheckFailure] = match &enforced {
+            Some(failures) if policy.warn == policy.enforce => failures,
+            _ if policy.warn == policy.audit => audited,
+            _ => {
+                warned_owned = check_pod(policy.warn, metadata, spec);
+                &warned_owned
+            }
+        };
+        if !warned.is_empty() {
+            decision
+                .warnings
+                .push(would_violate_message(policy.warn, warned));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn lv(text: &str) -> LevelVersion {
+        text.parse().unwrap()
+    }
+
+    fn config(value: Value) -> Result<PodSecurityAdmission, ConfigError> {
+        let mut document = json!({
+            "apiVersion": "pod-security.admission.config.k8s.io/v1",
+            "kind": "PodSecurityConfiguration",
+        });
+        document
+            .as_object_mut()
+            .unwrap()
+            .extend(value.as_object().unwrap().clone());
+        PodSecurityAdmission::new(&PodSecurityConfiguration::from_value(&document)?)
+    }
+
+    fn admission(defaults: Value) -> PodSecurityAdmission {
+        config(json!({ "defaults": defaults })).unwrap()
+    }
+
+    fn labels(pairs: &[(&str, &str)]) -> Labels {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_are_privileged_latest() {
+        let admission = config(json!({})).unwrap();
+        let all = lv("privileged:latest");
+        assert_eq!(
+            admission.defaults(),
+            Policy {
+                enforce: all,
+                audit: all,
+                warn: all
+            }
+        );
+        // Empty strings take the defaults too, as upstream's defaulting does.
+        let admission = admission_with_empty_strings();
+        assert!(admission.defaults().fully_privileged());
+    }
+
+    fn admission_with_empty_strings() -> PodSecurityAdmission {
+        admission(json!({"enforce": "", "enforce-version": "", "warn": "", "audit-version": ""}))
+    }
+
+    #[test]
+    fn configuration_errors_name_the_field() {
+        let cases = [
+            (
+                json!({"defaults": {"enforce": "baslein"}}),
+                "defaults.enforce",
+                "Invalid value: \"baslein\": must be one of privileged, baseline, restricted",
+            ),
+            (
+                json!({"defaults": {"enforce-version": "v.122"}}),
+                "defaults.enforce-version",
+                "Invalid value: \"v.122\": must be \"latest\" or \"v1.x\"",
+            ),
+            (
+                json!({"defaults": {"audit": "lorum", "warn-version": "1.2"}}),
+                "defaults.warn-version",
+                "Invalid value: \"1.2\": must be \"latest\" or \"v1.x\"",
+            ),
+            (
+                json!({"defaults": {"audit-version": "ipsum"}}),
+                "defaults.audit-version",
+                "Invalid value: \"ipsum\": must be \"latest\" or \"v1.x\"",
+            ),
+            (
+                json!({"exemptions": {"namespaces": ["ok", "Kube_System"]}}),
+                "exemptions.namespaces[1]",
+                "Invalid value: \"Kube_System\": a lowercase RFC 1123 label must consist of \
+                 lower case alphanumeric characters or '-', and must start and end with an \
+                 alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for \
+                 validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+            ),
+            (
+                json!({"exemptions": {"namespaces": ["a.b"]}}),
+                "exemptions.namespaces[0]",
+                "Invalid value: \"a.b\": must not contain dots",
+            ),
+            (
+                json!({"exemptions": {"namespaces": ["x".repeat(64)]}}),
+                "exemptions.namespaces[0]",
+                "must be no more than 63 characters",
+            ),
+            (
+                json!({"exemptions": {"namespaces": ["a", "a"]}}),
+                "exemptions.namespaces[1]",
+                "Duplicate value: \"a\"",
+            ),
+            (
+                json!({"exemptions": {"runtimeClasses": ["gvisor", "Kata"]}}),
+                "exemptions.runtimeClasses[1]",
+                "Invalid value: \"Kata\": a lowercase RFC 1123 subdomain",
+            ),
+            (
+                json!({"exemptions": {"runtimeClasses": ["kata.io", "kata.io"]}}),
+                "exemptions.runtimeClasses[1]",
+                "Duplicate value: \"kata.io\"",
+            ),
+            (
+                json!({"exemptions": {"usernames": [""]}}),
+                "exemptions.usernames[0]",
+                "Invalid value: \"\": username must not be empty",
+            ),
+            (
+                json!({"defaults": {"enforce": 3}}),
+                "defaults.enforce",
+                "invalid type",
+            ),
+        ];
+        for (value, field, message) in cases {
+            let error = config(value.clone()).unwrap_err();
+            assert_eq!(error.field, field, "{value}");
+            assert!(
+                error.message.starts_with(message) || error.message.contains(message),
+                "{value}: {}",
+                error.message
+            );
+            assert_eq!(error.to_string(), format!("{field}: {}", error.message));
+        }
+        assert!(
+            config(json!({"exemptions": {
+                "namespaces": ["kube-system", "0-a"],
+                "runtimeClasses": ["kata.containers.io"],
+                "usernames": ["system:serviceaccount:kube-system:replicaset-controller"],
+            }}))
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn namespace_labels_override_the_defaults() {
+        let admission = admission(json!({"enforce": "baseline", "warn": "baseline"}));
+        let policy = |pairs: &[(&str, &str)]| admission.policy_for(Some(&labels(pairs)));
+        let p = |enforce: &str, audit: &str, warn: &str| Policy {
+            enforce: lv(enforce),
+            audit: lv(audit),
+            warn: lv(warn),
+        };
+        let defaults = p("baseline:latest", "privileged:latest", "baseline:latest");
+        assert_eq!(admission.policy_for(None), (defaults, vec![]));
+        assert_eq!(policy(&[("team", "a")]), (defaults, vec![]));
+        // A stricter enforce level raises warn, with enforce's version.
+        assert_eq!(
+            policy(&[
+                (ENFORCE_LEVEL_LABEL, "restricted"),
+                (ENFORCE_VERSION_LABEL, "v1.30")
+            ]),
+            (
+                p("restricted:v1.30", "privileged:latest", "restricted:v1.30"),
+                vec![]
+            )
+        );
+        // ... but not its version when warn's is set, and not at all when warn's level is.
+        assert_eq!(
+            policy(&[
+                (ENFORCE_LEVEL_LABEL, "restricted"),
+                (ENFORCE_VERSION_LABEL, "v1.30"),
+                (WARN_VERSION_LABEL, "v1.20")
+            ])
+            .0
+            .warn,
+            lv("restricted:v1.20")
+        );
+        assert_eq!(
+            policy(&[
+                (ENFORCE_LEVEL_LABEL, "restricted"),
+                (WARN_LEVEL_LABEL, "privileged")
+            ])
+            .0
+            .warn,
+            lv("privileged:latest")
+        );
+        // Lowering enforce leaves warn alone.
+        assert_eq!(
+            policy(&[(ENFORCE_LEVEL_LABEL, "privileged")]).0,
+            p("privileged:latest", "privileged:latest", "baseline:latest")
+        );
+        assert_eq!(
+            policy(&[
+                (AUDIT_LEVEL_LABEL, "restricted"),
+                (AUDIT_VERSION_LABEL, "v1.25")
+            ])
+            .0,
+            p("baseline:latest", "restricted:v1.25", "baseline:latest")
+        );
+    }
+
+    #[test]
+    fn invalid_labels_fail_closed_for_enforce_and_open_for_the_others() {
+        let admission = admission(json!({"warn": "baseline", "warn-version": "v1.20"}));
+        let (policy, errors) = admission.policy_for(Some(&labels(&[
+            (ENFORCE_LEVEL_LABEL, "strict"),
+            (ENFORCE_VERSION_LABEL, "1.25"),
+            (AUDIT_LEVEL_LABEL, "Restricted"),
+            (WARN_LEVEL_LABEL, "all"),
+        ])));
+        assert_eq!(policy.enforce, lv("restricted:latest"));
+        assert_eq!(policy.audit, lv("privileged:latest"));
+        assert_eq!(policy.warn, lv("privileged:v1.20"));
+        assert_eq!(
+            aggregate(&errors),
+            "[metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: \"strict\": \
+             must be one of privileged, baseline, restricted, \
+             metadata.labels[pod-security.kubernetes.io/enforce-version]: Invalid value: \
+             \"1.25\": must be \"latest\" or \"v1.x\", \
+             metadata.labels[pod-security.kubernetes.io/audit]: Invalid value: \"Restricted\": \
+             must be one of privileged, baseline, restricted, \
+             metadata.labels[pod-security.kubernetes.io/warn]: Invalid value: \"all\": must be \
+             one of privileged, baseline, restricted]"
+        );
+        // An invalid enforce level does not raise warn.
+        let (policy, errors) =
+            admission.policy_for(Some(&labels(&[(ENFORCE_LEVEL_LABEL, "x\"y")])));
+        assert_eq!(policy.warn, lv("baseline:v1.20"));
+        assert_eq!(
+            aggregate(&errors),
+            "metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: \"x\\\"y\": \
+             must be one of privileged, baseline, restricted"
+        );
+    }
+
+    #[test]
+    fn aggregate_drops_repeated_messages() {
+        let error = LabelError {
+            label: WARN_LEVEL_LABEL,
+            value: "x".into(),
+            detail: INVALID_LEVEL,
+        };
+        assert_eq!(
+            aggregate(&[error.clone(), error.clone()]),
+            error.to_string()
+        );
+    }
+
+    #[test]
+    fn significant_pod_updates() {
+        let pod = |spec: Value| json!({"metadata": {"labels": {"a": "1"}}, "spec": spec});
+        let base = json!({
+            "initContainers": [{"name": "i", "image": "init:1"}],
+            "containers": [{"name": "c", "image": "app:1"}],
+            "ephemeralContainers": [{"name": "e", "image": "debug:1"}],
+        });
+        let old = pod(base.clone());
+        let changed = |edit: &dyn Fn(&mut Value)| {
+            let mut spec = base.clone();
+            edit(&mut spec);
+            is_significant_pod_update(&pod(spec), &old)
+        };
+        assert!(!changed(&|_| {}));
+        assert!(!is_significant_pod_update(
+            &json!({"metadata": {"labels": {"a": "2"}}, "spec": base}),
+            &old
+        ));
+        assert!(!changed(
+            &|s| s["containers"][0]["securityContext"] = json!({"privileged": true})
+        ));
+        assert!(!changed(&|s| s["ephemeralContainers"] = json!([])));
+        assert!(changed(&|s| s["containers"][0]["image"] = json!("app:2")));
+        assert!(changed(
+            &|s| s["initContainers"][0]["image"] = json!("init:2")
+        ));
+        assert!(changed(&|s| s["containers"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "d"}))));
+        assert!(changed(&|s| s["initContainers"] = json!(null)));
+        assert!(changed(
+            &|s| s["ephemeralContainers"][0]["image"] = json!("debug:2")
+        ));
+        assert!(changed(&|s| s["ephemeralContainers"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "f", "image": "debug:1"}))));
+        assert!(!is_significant_pod_update(
+            &json!({}),
+            &json!({"spec": null})
+        ));
+    }
+
+    #[test]
+    fn templates_are_found_where_upstream_looks() {
+        let spec = json!({"template": {"metadata": {"labels": {"a": "b"}}, "spec": {"x": 1}}});
+        let deployment = json!({ "spec": spec });
+        let (metadata, pod_spec) = extract_template(&deployment, TemplateAt::Spec).unwrap();
+        assert_eq!(metadata, &json!({"labels": {"a": "b"}}));
+        assert_eq!(pod_spec, &json!({"x": 1}));
+        let cron = json!({"spec": {"jobTemplate": {"spec": spec}}});
+        assert_eq!(
+            extract_template(&cron, TemplateAt::CronJob).unwrap().1,
+            &json!({"x": 1})
+        );
+        assert_eq!(
+            extract_template(&spec, TemplateAt::Template).unwrap().1,
+            &json!({"x": 1})
+        );
+        // Value types in Go: a missing template is an empty one ...
+        assert_eq!(
+            extract_template(&json!({}), TemplateAt::Spec),
+            Some((&NULL, &NULL))
+        );
+        // ... except ReplicationController's, a pointer.
+        assert_eq!(
+            extract_template(&json!({"spec": {}}), TemplateAt::ReplicationController),
+            None
+        );
+        assert_eq!(
+            workload_template("apps", "deployments"),
+            Some(TemplateAt::Spec)
+        );
+        assert_eq!(workload_template("", "deployments"), None);
+        assert_eq!(
+            workload_template("batch", "cronjobs"),
+            Some(TemplateAt::CronJob)
+        );
+    }
+
+    #[test]
+    fn exempt_namespace_warning_names_the_modes_set() {
+        let admission = admission(json!({"enforce": "baseline"}));
+        let namespace = |labels: Value| json!({"metadata": {"name": "ops", "labels": labels}});
+        let warning = |labels: Value| {
+            let namespace = namespace(labels);
+            let (policy, _) = admission.resolve_policy(|key| object_label(&namespace, key));
+            admission.exempt_namespace_warning(&namespace, &policy)
+        };
+        assert_eq!(warning(json!({})), None);
+        assert_eq!(warning(json!({ENFORCE_LEVEL_LABEL: "privileged"})), None);
+        assert_eq!(
+            warning(json!({ENFORCE_LEVEL_LABEL: "baseline", WARN_LEVEL_LABEL: "privileged"})),
+            None
+        );
+        // The label raises warn to baseline, so the policy differs from the defaults.
+        assert_eq!(
+            warning(json!({ENFORCE_LEVEL_LABEL: "baseline"})).as_deref(),
+            Some(
+                "namespace \"ops\" is exempt from Pod Security, and the policy \
+                 (enforce=baseline:latest) will be ignored"
+            )
+        );
+        assert_eq!(
+            warning(json!({
+                ENFORCE_LEVEL_LABEL: "restricted",
+                AUDIT_VERSION_LABEL: "v1.30",
+                WARN_VERSION_LABEL: "v1.30",
+            }))
+            .as_deref(),
+            Some(
+                "namespace \"ops\" is exempt from Pod Security, and the policy \
+                 (enforce=restricted:latest, warn=restricted:v1.30) will be ignored"
+            )
+        );
+        // Upstream prints modes only when a label sets them, even if the policy differs.
+        assert_eq!(
+            warning(json!({ENFORCE_VERSION_LABEL: "v1.30"})).as_deref(),
+            Some(
+                "namespace \"ops\" is exempt from Pod Security, and the policy \
+                 (enforce=baseline:v1.30) will be ignored"
+            )
+        );
+    }
+
+    #[test]
+    fn resource_rules_match_upstreams_webhooks() {
+        let rules = admission(json!({})).resource_rules();
+        let listed: Vec<String> = rules
+            .iter()
+            .flat_map(|rule| {
+                rule.resources
+                    .iter()
+                    .map(move |r| format!("{}/{r}", rule.api_groups[0]))
+            })
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                "/namespaces",
+                "/pods",
+                "/pods/ephemeralcontainers",
+                "/podtemplates",
+                "/replicationcontrollers",
+                "apps/daemonsets",
+                "apps/deployments",
+                "apps/replicasets",
+                "apps/statefulsets",
+                "batch/cronjobs",
+                "batch/jobs",
+            ]
+        );
+        for rule in &rules {
+            assert_eq!(rule.api_versions, ["v1"]);
+            assert_eq!(rule.operations, [Operation::Create, Operation::Update]);
+        }
+    }
+
+    #[test]
+    fn caches_and_skips_like_upstream() {
+        // Enforce and audit share a level: one refusal, one audit annotation, no warning.
+        let admission = admission(json!({
+            "enforce": "baseline", "audit": "baseline", "warn": "restricted",
+        }));
+        let spec = json!({"hostPID": true, "containers": [{"name": "a"}]});
+        let mut decision = Decision::default();
+        admission.evaluate_pod(
+            &admission.defaults(),
+            &[],
+            &NULL,
+            &spec,
+            true,
+            &mut decision,
+        );
+        assert_eq!(decision.violations.len(), 1);
+        assert!(decision.warnings.is_empty());
+        assert_eq!(
+            decision.audit_annotations[AUDIT_VIOLATIONS_ANNOTATION],
+            "would violate PodSecurity \"baseline:latest\": host namespaces (hostPID=true)"
+        );
+        assert_eq!(
+            decision.audit_annotations[ENFORCE_POLICY_ANNOTATION],
+            "baseline:latest"
+        );
+        // Without enforcing, the warning is given, at its own level.
+        let mut decision = Decision::default();
+        admission.evaluate_pod(
+            &admission.defaults(),
+            &[],
+            &NULL,
+            &spec,
+            false,
+            &mut decision,
+        );
+        assert!(decision.violations.is_empty());
+        assert!(
+            !decision
+                .audit_annotations
+                .contains_key(ENFORCE_POLICY_ANNOTATION)
+        );
+        assert_eq!(decision.warnings.len(), 1);
+        assert!(
+            decision.warnings[0].starts_with(
+                "would violate PodSecurity \"restricted:latest\": host namespaces (hostPID=true), \
+                 allowPrivilegeEscalation != false"
+            ),
+            "{}",
+            decision.warnings[0]
+        );
     }
 }

@@ -39,7 +39,10 @@ mod volume_types;
 mod windows_host_process;
 
 pub use admission::{
-    ConfigError, PodSecurityConfiguration, PodSecurityDefaults, PodSecurityExemptions,
+    AUDIT_LEVEL_LABEL, AUDIT_VERSION_LABEL, AUDIT_VIOLATIONS_ANNOTATION, ConfigError,
+    ENFORCE_LEVEL_LABEL, ENFORCE_POLICY_ANNOTATION, ENFORCE_VERSION_LABEL, ERROR_ANNOTATION,
+    EXEMPT_ANNOTATION, LabelError, PodSecurityAdmission, PodSecurityConfiguration,
+    PodSecurityDefaults, PodSecurityExemptions, Policy, WARN_LEVEL_LABEL, WARN_VERSION_LABEL,
 };
 
 use pod::PodView;
