@@ -60,5 +60,55 @@ fn router(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, pipeline, router);
+/// A 10 KB Pod CREATE under the "standard set": Pod Security restricted (enforce, warn,
+/// audit), 10 native validation rules and 5 defaults (tests/fixtures/bench/policies).
+fn standard_set(c: &mut Criterion) {
+    let policies = format!(
+        "{}/tests/fixtures/bench/policies",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let native = format!("{policies}/native.yaml");
+    let standard = portcullis::policy::load_engine(&[policies.into()]).expect("bench policies");
+    let native_only = portcullis::policy::load_engine(&[native.into()]).expect("native policy");
+    let body = std::fs::read(format!(
+        "{}/tests/fixtures/bench/pod-10kb.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let review = parse_review(&body).unwrap();
+    let mut group = c.benchmark_group("engine");
+    for (name, engine) in [("standard-set", &standard), ("native-only", &native_only)] {
+        for endpoint in [Endpoint::Validate, Endpoint::Mutate] {
+            let context = EvalContext::new(endpoint);
+            let decision = engine.evaluate(&review.request, &context).unwrap();
+            assert!(decision.allowed(), "{:?}", decision.violations);
+            group.bench_function(format!("{}/{name}/pod-10kb", endpoint.name()), |b| {
+                b.iter(|| {
+                    black_box(
+                        engine
+                            .evaluate(black_box(&review.request), &context)
+                            .unwrap(),
+                    )
+                })
+            });
+        }
+    }
+    group.bench_function("parse/pod-10kb", |b| {
+        b.iter(|| black_box(parse_review(black_box(&body)).unwrap()))
+    });
+    let context = EvalContext::new(Endpoint::Validate);
+    group.bench_function("pipeline/validate/standard-set/pod-10kb", |b| {
+        b.iter(|| {
+            let review = parse_review(black_box(&body)).unwrap();
+            let decision = standard.evaluate(&review.request, &context).unwrap();
+            black_box(encode_review(
+                review.version,
+                &decision.to_response(&review.request.uid),
+            ))
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, pipeline, router, standard_set);
 criterion_main!(benches);

@@ -263,13 +263,16 @@ mod tests {
             .flat_map(|r| r["resources"].as_array().unwrap())
             .map(|r| r.as_str().unwrap())
             .collect();
+        // Native policies register every version; Pod Security registers v1 like upstream's
+        // webhook (namespaces, for invalid pod-security labels, and ephemeral containers).
         assert_eq!(
             resources,
             [
                 "pods",
-                "pods/ephemeralcontainers",
                 "podtemplates",
                 "replicationcontrollers",
+                "namespaces",
+                "pods/ephemeralcontainers",
                 "daemonsets",
                 "deployments",
                 "replicasets",

@@ -47,8 +47,14 @@ struct ControlPlane {
 
 impl ControlPlane {
     fn start(bin: &Path) -> Self {
+        // The in-tree PodSecurity plugin would refuse pods before any webhook is called;
+        // Portcullis's Pod Security must be the one deciding here.
         let output = Command::new(format!("{ROOT}/e2e/start-controlplane.sh"))
             .env("PORTCULLIS_E2E_BIN", bin)
+            .env(
+                "PORTCULLIS_E2E_APISERVER_ARGS",
+                "--disable-admission-plugins=ServiceAccount,PodSecurity",
+            )
             .stderr(Stdio::inherit())
             .output()
             .expect("run e2e/start-controlplane.sh");
@@ -238,21 +244,27 @@ fn fixture_path(name: &str) -> String {
     fixture(&format!("e2e/{name}")).display().to_string()
 }
 
-/// Lays out `dir` as kubelet does for a mounted Secret (see tests/tls.rs).
-fn publish_secret(dir: &Path, version: &str, cert: &Path, key: &Path) {
+/// Lays out `dir` as kubelet does for a mounted Secret or ConfigMap: the files are links
+/// through `..data`, which points at a timestamped folder and is replaced atomically.
+fn publish(dir: &Path, version: &str, files: &[(&str, &Path)]) {
     let payload = dir.join(format!("..{version}"));
     std::fs::create_dir(&payload).unwrap();
-    std::fs::copy(cert, payload.join("tls.crt")).unwrap();
-    std::fs::copy(key, payload.join("tls.key")).unwrap();
+    for (name, source) in files {
+        std::fs::copy(source, payload.join(name)).unwrap();
+    }
     let staged = dir.join("..data_tmp");
     std::os::unix::fs::symlink(format!("..{version}"), &staged).unwrap();
     std::fs::rename(&staged, dir.join("..data")).unwrap();
-    for file in ["tls.crt", "tls.key"] {
-        let link = dir.join(file);
+    for (name, _) in files {
+        let link = dir.join(name);
         if std::fs::symlink_metadata(&link).is_err() {
-            std::os::unix::fs::symlink(format!("..data/{file}"), &link).unwrap();
+            std::os::unix::fs::symlink(format!("..data/{name}"), &link).unwrap();
         }
     }
+}
+
+fn publish_secret(dir: &Path, version: &str, cert: &Path, key: &Path) {
+    publish(dir, version, &[("tls.crt", cert), ("tls.key", key)]);
 }
 
 fn generate_certs(dir: &Path) {
@@ -306,7 +318,12 @@ fn end_to_end() {
         &first.join("tls.key"),
     );
 
-    let portcullis = Portcullis::start(&["--tls-dir", secret.to_str().unwrap()]);
+    let portcullis = Portcullis::start(&[
+        "--tls-dir",
+        secret.to_str().unwrap(),
+        "--kubeconfig",
+        cluster.kubeconfig(),
+    ]);
     cluster.apply(&webhook_config(portcullis.webhook, &bundle, "Fail"));
     for namespace in ["e2e", "portcullis"] {
         cluster.kubectl_ok(&["create", "namespace", namespace]);
@@ -331,11 +348,11 @@ fn end_to_end() {
     assert!(!refused.status.success());
     let message = stderr(&refused);
     assert!(
-        message.contains(r#"admission webhook "validate.e2e.portcullis.dev" denied the request: [builtin/no-privileged] spec.containers[0].securityContext.privileged"#),
+        message.contains(r#"admission webhook "validate.e2e.portcullis.dev" denied the request: [pod-security/enforce] violates PodSecurity "baseline:latest": privileged (container "shell" must not set securityContext.privileged=true)"#),
         "{message}"
     );
 
-    // A Deployment whose template breaks a Pod rule is refused at apply.
+    // Pod Security warns about workloads, as the in-tree admission does.
     let deployment = cluster.kubectl(&[
         "apply",
         "-n",
@@ -343,11 +360,40 @@ fn end_to_end() {
         "-f",
         &fixture_path("deployment-privileged.yaml"),
     ]);
-    assert!(!deployment.status.success());
+    assert!(deployment.status.success(), "{}", stderr(&deployment));
     assert!(
-        stderr(&deployment).contains("spec.template.spec.containers[0].securityContext.privileged"),
+        stderr(&deployment)
+            .contains(r#"Warning: would violate PodSecurity "restricted:latest": privileged"#),
         "{}",
         stderr(&deployment)
+    );
+
+    // Namespace labels from the watch cache override the defaults.
+    cluster.kubectl_ok(&["create", "namespace", "locked"]);
+    cluster.kubectl_ok(&[
+        "label",
+        "namespace",
+        "locked",
+        "pod-security.kubernetes.io/enforce=restricted",
+    ]);
+    eventually(
+        "the namespace label to reach Portcullis",
+        Duration::from_secs(30),
+        || {
+            let output = cluster.kubectl(&[
+                "create",
+                "-n",
+                "locked",
+                "--dry-run=server",
+                "-f",
+                &compliant_path(),
+            ]);
+            let message = stderr(&output);
+            message
+                .contains(r#"[pod-security/enforce] violates PodSecurity "restricted:latest""#)
+                .then_some(())
+                .ok_or(message)
+        },
     );
 
     // Warnings reach kubectl's stderr; the request succeeds.
@@ -360,13 +406,13 @@ fn end_to_end() {
     ]);
     assert!(warned.status.success(), "{}", stderr(&warned));
     assert!(
-        stderr(&warned).contains("Warning: [builtin/mutable-image-tag] spec.containers[0].image"),
+        stderr(&warned).contains(r#"Warning: [builtin-image-tags/pinned] spec.containers[0].image: container "web" image "nginx:latest" must have a tag other than latest"#),
         "{}",
         stderr(&warned)
     );
 
     // Dry-run is decided and stores nothing.
-    let compliant = fixture_path("pod-compliant.yaml");
+    let compliant = compliant_path();
     let dry = cluster.kubectl(&["create", "-n", "e2e", "--dry-run=server", "-f", &compliant]);
     assert!(dry.status.success(), "{}", stderr(&dry));
     let missing = cluster.kubectl(&["get", "pod", "-n", "e2e", "compliant"]);
@@ -443,6 +489,86 @@ fn end_to_end() {
     // Manifests are accepted by this apiserver.
     check_manifests(&cluster, work.path());
 
+    let status = portcullis.terminate();
+    assert!(
+        status.success(),
+        "portcullis exits 0 on SIGTERM: {status:?}"
+    );
+
+    // Policy files: a native Deny rule refuses a Deployment at apply, naming the template
+    // path; a hot reload that turns it into a warning changes the apiserver's answer, while
+    // Pod creates keep succeeding.
+    let policies = work.path().join("policies");
+    std::fs::create_dir(&policies).unwrap();
+    let v1 = fixture("e2e/policies-v1/host-ports.yaml");
+    let v2 = fixture("e2e/policies-v2/host-ports.yaml");
+    publish(&policies, "v1", &[("host-ports.yaml", v1.as_path())]);
+    let portcullis = Portcullis::start(&[
+        "--tls-dir",
+        secret.to_str().unwrap(),
+        "--policies",
+        policies.to_str().unwrap(),
+    ]);
+    cluster.apply(&webhook_config(portcullis.webhook, &bundle, "Fail"));
+    let hostport = fixture_path("deployment-hostport.yaml");
+    eventually(
+        "the policy webhook to be active",
+        Duration::from_secs(60),
+        || {
+            let output =
+                cluster.kubectl(&["apply", "-n", "e2e", "--dry-run=server", "-f", &hostport]);
+            let message = stderr(&output);
+            message
+                .contains(r#"denied the request: [no-host-ports/host-ports] spec.template.spec.containers[0].ports[0].hostPort: container "proxy" must not use host port 8080"#)
+                .then_some(())
+                .ok_or(message)
+        },
+    );
+    runtime.block_on(async {
+        let pods: Api<Pod> = Api::namespaced(cluster.client().await, "e2e");
+        let pod: Pod =
+            serde_norway::from_str(&std::fs::read_to_string(&compliant).unwrap()).unwrap();
+        let mut failures = Vec::new();
+        let mut reloaded_at = None;
+        for i in 0..300 {
+            let mut pod = pod.clone();
+            pod.metadata.name = Some(format!("reload-{i}"));
+            if let Err(error) = pods.create(&PostParams::default(), &pod).await {
+                failures.push(error.to_string());
+            }
+            if i == 20 {
+                publish(&policies, "v2", &[("host-ports.yaml", v2.as_path())]);
+            }
+            if reloaded_at.is_none()
+                && portcullis.metrics().contains(
+                    r#"portcullis_reloads_total{component="policies",result="success"} 1"#,
+                )
+            {
+                reloaded_at = Some(i);
+            }
+            if reloaded_at.is_some_and(|at| i >= at + 20) {
+                break;
+            }
+        }
+        assert!(
+            failures.is_empty(),
+            "failed admissions during policy reload: {failures:?}"
+        );
+        assert!(
+            reloaded_at.is_some(),
+            "the policies were not reloaded in time"
+        );
+    });
+    let warned = cluster.kubectl(&["apply", "-n", "e2e", "-f", &hostport]);
+    assert!(warned.status.success(), "{}", stderr(&warned));
+    assert!(
+        stderr(&warned).contains(
+            "Warning: [no-host-ports/host-ports] spec.template.spec.containers[0].ports[0].hostPort"
+        ),
+        "{}",
+        stderr(&warned)
+    );
+
     // Portcullis stopped: Fail refuses, but kube-system and our own namespace stay writable.
     let status = portcullis.terminate();
     assert!(
@@ -490,6 +616,10 @@ fn end_to_end() {
         },
     );
     eprintln!("e2e: passed in {:?}", started.elapsed());
+}
+
+fn compliant_path() -> String {
+    fixture_path("pod-compliant.yaml")
 }
 
 /// An address nothing listens on, for the webhook once Portcullis is stopped.
@@ -549,7 +679,7 @@ fn admission_latency_through_the_apiserver() {
     let work = tempfile::tempdir().unwrap();
     generate_certs(work.path());
     cluster.kubectl_ok(&["create", "namespace", "latency"]);
-    let compliant = fixture_path("pod-compliant.yaml");
+    let compliant = compliant_path();
     let pod: Pod = serde_norway::from_str(&std::fs::read_to_string(&compliant).unwrap()).unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -1,3 +1,4 @@
+use super::pod_security::PodSecurityAdmission;
 use super::{CompiledPolicy, Engine};
 use crate::policy::{PolicyDocument, PolicyError, SourcedDocument};
 
@@ -25,12 +26,10 @@ impl Engine {
                     }
                     engine = engine.with_policy(CompiledPolicy::compile(policy, &document.source)?);
                 }
-                PolicyDocument::PodSecurity(_) => {
-                    return Err(PolicyError::at(
-                        &document.source,
-                        "",
-                        "PodSecurityConfiguration support is being implemented",
-                    ));
+                PolicyDocument::PodSecurity(config) => {
+                    let admission = PodSecurityAdmission::new(config)
+                        .map_err(|e| PolicyError::at(&document.source, e.field, e.message))?;
+                    engine = engine.with_pod_security(admission);
                 }
             }
         }

@@ -4,7 +4,6 @@
 //! Validation rules report [`Violation`]s; defaulting rules edit a copy of the object through
 //! an [`ObjectEditor`](crate::patch::ObjectEditor), which records the JSON Patch.
 
-mod builtin;
 mod compile;
 mod decision;
 pub mod matching;
@@ -15,15 +14,12 @@ mod pod_specs;
 mod resource_rules;
 pub mod rules;
 
+use std::path::Path;
 use std::time::Instant;
 
 use crate::admission::AdmissionRequest;
 use crate::patch::ObjectEditor;
 
-pub use builtin::{
-    DefaultImagePullPolicy, DefaultSeccompProfile, NoHostNamespaces, NoPrivilegedContainers,
-    WarnMutableImageTag,
-};
 pub use decision::{Decision, Violation};
 pub use namespaces::{Labels, NamespaceLookup, NoNamespaces, StaticNamespaces};
 pub use native::CompiledPolicy;
@@ -124,6 +120,9 @@ pub trait DefaultingRule: Send + Sync {
     fn apply(&self, request: &AdmissionRequest, editor: &mut ObjectEditor<'_>);
 }
 
+/// The built-in policy set, embedded in the binary.
+pub const BUILTIN_POLICIES: &str = include_str!("builtin.yaml");
+
 /// What a validation rule's violations do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize, serde::Serialize)]
 pub enum Action {
@@ -146,6 +145,7 @@ pub struct Engine {
     validations: Vec<BoundValidation>,
     defaults: Vec<Box<dyn DefaultingRule>>,
     policies: Vec<CompiledPolicy>,
+    pod_security: Vec<pod_security::PodSecurityAdmission>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -170,14 +170,18 @@ impl Engine {
         Engine::default()
     }
 
-    /// The built-in default rule set that `serve` runs when no policies are given.
+    /// The built-in policy set that `serve`, `check` and `webhook-config` use when no policies
+    /// are given: `src/engine/builtin.yaml` (Pod Security baseline enforced and restricted
+    /// warned and audited, a warning for unpinned images, seccomp and pull-policy defaults).
     pub fn builtin() -> Self {
-        Engine::empty()
-            .with_validation(Action::Deny, NoPrivilegedContainers)
-            .with_validation(Action::Deny, NoHostNamespaces)
-            .with_validation(Action::Warn, WarnMutableImageTag)
-            .with_default(DefaultImagePullPolicy)
-            .with_default(DefaultSeccompProfile)
+        let documents =
+            crate::policy::documents_from_str(Path::new("builtin.yaml"), BUILTIN_POLICIES)
+                .and_then(|documents| Engine::compile(&documents));
+        match documents {
+            Ok(engine) => engine,
+            // The embedded set is compiled by the tests; an error here is a build defect.
+            Err(error) => panic!("the built-in policy set does not compile: {error}"),
+        }
     }
 
     /// Adds a validation rule whose violations take `action`.
@@ -194,6 +198,13 @@ impl Engine {
     #[must_use]
     pub fn with_default(mut self, rule: impl DefaultingRule + 'static) -> Self {
         self.defaults.push(Box::new(rule));
+        self
+    }
+
+    /// Adds a Pod Security configuration (evaluated after the native policies).
+    #[must_use]
+    pub fn with_pod_security(mut self, admission: pod_security::PodSecurityAdmission) -> Self {
+        self.pod_security.push(admission);
         self
     }
 
@@ -221,6 +232,11 @@ impl Engine {
         };
         for policy in &self.policies {
             rules.extend(policy.resource_rules(endpoint));
+        }
+        if endpoint == Endpoint::Validate {
+            for admission in &self.pod_security {
+                rules.extend(admission.resource_rules());
+            }
         }
         merge_rules(rules)
     }
@@ -260,6 +276,12 @@ impl Engine {
                         return Err(EvalError::DeadlineExceeded);
                     }
                     policy.validate(request, context.namespaces, &mut decision);
+                }
+                for admission in &self.pod_security {
+                    if past_deadline() {
+                        return Err(EvalError::DeadlineExceeded);
+                    }
+                    admission.evaluate(request, context.namespaces, &mut decision);
                 }
             }
             Endpoint::Mutate => {

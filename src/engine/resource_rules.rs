@@ -29,29 +29,47 @@ impl ResourceRule {
     }
 }
 
-/// Merges rules that differ only in resources, and sorts, so the output is stable and short.
-pub fn merge_rules(mut rules: Vec<ResourceRule>) -> Vec<ResourceRule> {
-    for rule in &mut rules {
-        rule.operations.sort();
-        rule.operations.dedup();
-    }
-    rules.sort();
-    let mut merged: Vec<ResourceRule> = Vec::new();
+/// Canonical, short and stable rules: per group and resource the union of versions (any
+/// version when one rule says `*`) and of operations, then resources sharing group, versions
+/// and operations listed together.
+pub fn merge_rules(rules: Vec<ResourceRule>) -> Vec<ResourceRule> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut per_resource: BTreeMap<(String, String), (BTreeSet<String>, BTreeSet<Operation>)> =
+        BTreeMap::new();
     for rule in rules {
-        match merged.last_mut() {
-            Some(last)
-                if last.api_groups == rule.api_groups
-                    && last.api_versions == rule.api_versions
-                    && last.operations == rule.operations =>
-            {
-                last.resources.extend(rule.resources);
-                last.resources.sort();
-                last.resources.dedup();
+        for group in &rule.api_groups {
+            for resource in &rule.resources {
+                let entry = per_resource
+                    .entry((group.clone(), resource.clone()))
+                    .or_default();
+                entry.0.extend(rule.api_versions.iter().cloned());
+                entry.1.extend(rule.operations.iter().copied());
             }
-            _ => merged.push(rule),
         }
     }
-    merged
+    let mut grouped: BTreeMap<(String, Vec<String>, Vec<Operation>), Vec<String>> = BTreeMap::new();
+    for ((group, resource), (versions, operations)) in per_resource {
+        let versions = if versions.contains("*") {
+            vec!["*".to_owned()]
+        } else {
+            versions.into_iter().collect()
+        };
+        grouped
+            .entry((group, versions, operations.into_iter().collect()))
+            .or_default()
+            .push(resource);
+    }
+    grouped
+        .into_iter()
+        .map(
+            |((group, api_versions, operations), resources)| ResourceRule {
+                api_groups: vec![group],
+                api_versions,
+                resources,
+                operations,
+            },
+        )
+        .collect()
 }
 
 /// The resources that carry a pod spec, as [`super::pod_spec_location`] knows them.

@@ -244,7 +244,8 @@ mod tests {
         let result = check(PRIVILEGED, Operation::Create);
         assert_eq!(result.webhooks, ["mutate", "validate"]);
         assert!(!result.allowed);
-        assert_eq!(result.violations[0].rule, "no-privileged");
+        assert_eq!(result.violations[0].policy, "pod-security");
+        assert_eq!(result.violations[0].rule, "enforce");
         let patched = result.patched_object.unwrap();
         assert_eq!(
             patched["spec"]["containers"][0]["imagePullPolicy"],

@@ -195,6 +195,14 @@ fn recognise(source: DocumentSource, value: Value) -> Result<SourcedDocument, Po
     Ok(SourcedDocument { source, document })
 }
 
+/// Recognises every document of a YAML stream held in memory; `file` names it in errors.
+pub fn documents_from_str(file: &Path, text: &str) -> Result<Vec<SourcedDocument>, PolicyError> {
+    parse_documents(file, text)?
+        .into_iter()
+        .map(|(source, value)| recognise(source, value))
+        .collect()
+}
+
 /// Reads and recognises every document under `paths` (files or folders), in order.
 pub fn read_documents(paths: &[PathBuf]) -> Result<Vec<SourcedDocument>, PolicyError> {
     let mut files = Vec::new();

@@ -7,7 +7,10 @@ mod document;
 mod native;
 mod reload;
 
-pub use document::{DocumentSource, PolicyDocument, PolicyError, SourcedDocument, read_documents};
+pub use document::{
+    DocumentSource, PolicyDocument, PolicyError, SourcedDocument, documents_from_str,
+    parse_documents, read_documents,
+};
 pub use native::{
     DefaultingSpec, HostRules, ImageRules, LabelSelector, LabelSelectorRequirement, MatchSpec,
     NamespaceFilter, Policy, PolicySpec, ProbeRules, ResourceMatch, ResourceRules,
