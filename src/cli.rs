@@ -33,6 +33,8 @@ pub struct Cli {
 
 /// Subcommands.
 #[derive(Debug, Subcommand)]
+// Parsed once per process: the size of `ServeArgs` does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Serve the admission webhook over HTTPS, with health and metrics on a plain-HTTP port.
     Serve(ServeArgs),
@@ -111,6 +113,21 @@ pub struct ServeArgs {
     /// Deadline to read and decide one request; the apiserver's ?timeout= lowers it.
     #[arg(long, env = "PORTCULLIS_REQUEST_TIMEOUT", default_value = "2s", value_parser = parse_duration)]
     pub request_timeout: Duration,
+    /// Open webhook connections at most; further ones are closed at accept.
+    #[arg(long, env = "PORTCULLIS_MAX_CONNECTIONS", default_value_t = 4096)]
+    pub max_connections: usize,
+    /// Time a client gets to complete the TLS handshake.
+    #[arg(long, env = "PORTCULLIS_TLS_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub tls_handshake_timeout: Duration,
+    /// Time a client gets to send a request's headers.
+    #[arg(long, env = "PORTCULLIS_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub header_read_timeout: Duration,
+    /// Concurrent HTTP/2 streams per connection.
+    #[arg(long, env = "PORTCULLIS_MAX_CONCURRENT_STREAMS", default_value_t = 256)]
+    pub max_concurrent_streams: u32,
+    /// Largest request header block in bytes.
+    #[arg(long, env = "PORTCULLIS_MAX_HEADER_BYTES", default_value_t = 64 * 1024)]
+    pub max_header_bytes: usize,
     /// Time in-flight requests get to finish after SIGTERM or SIGINT.
     #[arg(long, env = "PORTCULLIS_SHUTDOWN_GRACE", default_value = "20s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,

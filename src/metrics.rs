@@ -59,6 +59,8 @@ pub struct Metrics {
     pub reloads: Family<ReloadLabels, Counter>,
     /// Panics caught while handling requests.
     pub panics: Counter,
+    /// Connections closed at accept because `--max-connections` were open.
+    pub connections_rejected: Counter,
 }
 
 impl Default for Metrics {
@@ -79,6 +81,7 @@ impl Metrics {
         let certificate_expiry = Gauge::default();
         let reloads = Family::<ReloadLabels, Counter>::default();
         let panics = Counter::default();
+        let connections_rejected = Counter::default();
         registry.register(
             "portcullis_admission_requests",
             "Admission requests answered, by endpoint, decision and code",
@@ -109,8 +112,14 @@ impl Metrics {
             "Panics caught while handling requests",
             panics.clone(),
         );
+        registry.register(
+            "portcullis_connections_rejected",
+            "Connections closed at accept because the connection limit was reached",
+            connections_rejected.clone(),
+        );
         Metrics {
             registry,
+            connections_rejected,
             requests,
             duration,
             in_flight,

@@ -90,9 +90,15 @@ fn everything_allowed_exits_0() {
         text.contains("ALLOWED  CREATE Pod shop/web"),
         "text output: {text}"
     );
+    // The pod meets Pod Security "restricted" only with the seccomp default /mutate adds: no
+    // warning shows that /validate saw the patched object.
+    assert!(!text.contains("    warning "), "{text}");
     // A cluster-scoped kind has no namespace, whatever the manifest says.
     assert!(text.contains("CREATE ClusterRole reader "), "{text}");
-    assert!(text.contains("2 documents: 2 allowed"), "{text}");
+    assert!(
+        text.contains("2 documents: 2 allowed (0 with warnings)"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -117,57 +123,97 @@ fn json_output_has_one_object_per_document() {
         assert_eq!(result["operation"], "CREATE");
     }
 
-    // The Namespace is evaluated too; no rule registers namespaces, so no webhook is called.
+    // The Namespace is evaluated too: Pod Security registers namespaces on /validate (to
+    // refuse invalid pod-security labels); nothing mutates them.
     let namespace = find(&results, "Namespace", "team-a");
     assert_eq!(namespace["namespace"], Value::Null);
-    assert_eq!(namespace["webhooks"], json!([]));
+    assert_eq!(namespace["webhooks"], json!(["validate"]));
     assert_eq!(namespace["allowed"], true);
+    assert_eq!(namespace["violations"], json!([]));
 
+    // Defaulted, then "restricted" once the seccomp default is in: no warning, only the
+    // enforced level recorded.
     let web = find(&results, "Pod", "web");
     assert_eq!(web["allowed"], true);
     assert_eq!(web["webhooks"], json!(["mutate", "validate"]));
+    assert_eq!(web["warnings"], json!([]));
+    assert_eq!(
+        web["auditAnnotations"],
+        json!({"pod-security-enforce-policy": "baseline:latest"})
+    );
     assert_eq!(
         web["patch"],
         json!([
-            {"op": "add", "path": "/spec/containers/0/imagePullPolicy", "value": "IfNotPresent"},
-            {"op": "add", "path": "/spec/securityContext",
-             "value": {"seccompProfile": {"type": "RuntimeDefault"}}}
+            {"op": "add", "path": "/spec/securityContext/seccompProfile",
+             "value": {"type": "RuntimeDefault"}},
+            {"op": "add", "path": "/spec/containers/0/imagePullPolicy", "value": "IfNotPresent"}
         ])
     );
     assert_eq!(
         web["patchedObject"],
         json!({"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": "web", "namespace": "team-a"},
-               "spec": {"containers": [{"name": "web", "image": "nginx:1.27.3",
-                                        "imagePullPolicy": "IfNotPresent"}],
-                        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}}})
+               "spec": {"containers": [{"name": "web",
+                                        "image": "nginxinc/nginx-unprivileged:1.27.3",
+                                        "imagePullPolicy": "IfNotPresent",
+                                        "securityContext": {
+                                            "allowPrivilegeEscalation": false,
+                                            "capabilities": {"drop": ["ALL"]}}}],
+                        "securityContext": {"runAsNonRoot": true,
+                                            "seccompProfile": {"type": "RuntimeDefault"}}}})
     );
 
+    // Refused by the enforced "baseline" level, in upstream's words; a refused request gets
+    // no warning, but the audited "restricted" level is recorded.
     let netdebug = find(&results, "Pod", "netdebug");
     assert_eq!(netdebug["allowed"], false);
     assert_eq!(
         netdebug["violations"],
         json!([
-            {"policy": "builtin", "rule": "no-privileged",
-             "path": "spec.containers[0].securityContext.privileged",
-             "message": "container \"netdebug\" must not be privileged"},
-            {"policy": "builtin", "rule": "no-host-namespaces", "path": "spec.hostNetwork",
-             "message": "sharing the host network namespace is not allowed"}
+            {"policy": "pod-security", "rule": "enforce", "path": "",
+             "message": "violates PodSecurity \"baseline:latest\": host namespaces (hostNetwork=true), privileged (container \"netdebug\" must not set securityContext.privileged=true)"}
         ])
+    );
+    assert_eq!(netdebug["warnings"], json!([]));
+    assert_eq!(
+        netdebug["auditAnnotations"]["pod-security-enforce-policy"],
+        "baseline:latest"
+    );
+    assert!(
+        netdebug["auditAnnotations"]["pod-security-audit-violations"]
+            .as_str()
+            .unwrap()
+            .starts_with("would violate PodSecurity \"restricted:latest\": host namespaces (hostNetwork=true), privileged (container \"netdebug\"")
     );
     assert_eq!(netdebug["patch"], Value::Null);
     assert_eq!(netdebug["patchedObject"], Value::Null);
 
     // No namespace in the manifest: the request is for "default", as kubectl makes it.
+    // Warned about, not refused: an unpinned image, and "restricted" not met.
     let scratch = find(&results, "Pod", "scratch");
     assert_eq!(scratch["namespace"], "default");
     assert_eq!(scratch["allowed"], true);
-    assert_eq!(scratch["warnings"].as_array().unwrap().len(), 1);
+    assert_eq!(scratch["violations"], json!([]));
+    let warnings: Vec<&str> = scratch["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert_eq!(
+        warnings[0],
+        "[builtin-image-tags/pinned] spec.containers[0].image: container \"shell\" image \"busybox:latest\" must have a tag other than latest"
+    );
     assert!(
-        scratch["warnings"][0]
-            .as_str()
-            .unwrap()
-            .starts_with("[builtin/mutable-image-tag] spec.containers[0].image")
+        warnings[1].starts_with(
+            "would violate PodSecurity \"restricted:latest\": allowPrivilegeEscalation != false (container \"shell\""
+        ),
+        "{warnings:?}"
+    );
+    assert_eq!(
+        scratch["auditAnnotations"]["pod-security-audit-violations"],
+        warnings[1]
     );
 
     let settings = find(&results, "ConfigMap", "settings");
@@ -194,15 +240,41 @@ fn text_output_lists_verdicts_violations_warnings_and_patches() {
     };
     let denied = line_of("DENIED   CREATE Pod team-a/netdebug");
     assert!(lines[denied].ends_with("tests/fixtures/check/pods.yaml (document 2)"));
-    assert!(lines[denied + 1].starts_with(
-        "    violation  [builtin/no-privileged] spec.containers[0].securityContext.privileged:"
-    ));
+    // Pod Security violations have no path: the message follows the rule.
+    assert_eq!(
+        lines[denied + 1],
+        "    violation  [pod-security/enforce] violates PodSecurity \"baseline:latest\": host namespaces (hostNetwork=true), privileged (container \"netdebug\" must not set securityContext.privileged=true)"
+    );
+    assert!(
+        lines[denied + 2].starts_with(
+            "    audit      pod-security-audit-violations: would violate PodSecurity \"restricted:latest\": "
+        ),
+        "{text}"
+    );
+    assert_eq!(
+        lines[denied + 3],
+        "    audit      pod-security-enforce-policy: baseline:latest"
+    );
     let warned = line_of("WARN     CREATE Pod default/scratch");
-    assert!(lines[warned + 1].starts_with("    warning    [builtin/mutable-image-tag]"));
+    assert!(
+        lines[warned + 1].starts_with(
+            "    warning    [builtin-image-tags/pinned] spec.containers[0].image: container \"shell\""
+        ),
+        "{text}"
+    );
+    assert!(
+        lines[warned + 2]
+            .starts_with("    warning    would violate PodSecurity \"restricted:latest\": "),
+        "{text}"
+    );
     let allowed = line_of("ALLOWED  CREATE Pod team-a/web");
     assert_eq!(
-        lines[allowed + 1],
-        "    patch      add /spec/containers/0/imagePullPolicy \"IfNotPresent\""
+        lines[allowed + 1..allowed + 4],
+        [
+            "    audit      pod-security-enforce-policy: baseline:latest",
+            "    patch      add /spec/securityContext/seccompProfile {\"type\":\"RuntimeDefault\"}",
+            "    patch      add /spec/containers/0/imagePullPolicy \"IfNotPresent\"",
+        ]
     );
     assert!(lines[line_of("ALLOWED  CREATE ConfigMap team-a/settings")].contains("not sent"));
     assert_eq!(
@@ -213,20 +285,55 @@ fn text_output_lists_verdicts_violations_warnings_and_patches() {
 
 #[test]
 fn json_manifests_and_workload_templates() {
-    let results = check_json(&["tests/fixtures/check/deployment.json"], 1);
+    // Pod Security never refuses a workload, as upstream: the privileged template with a host
+    // port is warned about and audited at "restricted" (the enforced level is not evaluated),
+    // and defaulted.
+    let results = check_json(&["tests/fixtures/check/deployment.json"], 0);
     assert_eq!(results.len(), 1);
     let deployment = &results[0];
     assert_eq!(deployment["apiVersion"], "apps/v1");
     assert_eq!(deployment["namespace"], "logging");
+    assert_eq!(deployment["allowed"], true);
+    assert_eq!(deployment["violations"], json!([]));
+    let warning = deployment["warnings"][0].as_str().unwrap();
+    assert_eq!(deployment["warnings"].as_array().unwrap().len(), 1);
+    assert!(
+        warning.starts_with(
+            "would violate PodSecurity \"restricted:latest\": hostPort (container \"shipper\" uses hostPort 24224), privileged (container \"shipper\" must not set securityContext.privileged=true), "
+        ),
+        "{warning}"
+    );
     assert_eq!(
-        deployment["violations"][0]["path"],
-        "spec.template.spec.containers[0].securityContext.privileged"
+        deployment["auditAnnotations"],
+        json!({"pod-security-audit-violations": warning})
+    );
+    assert_eq!(
+        deployment["patch"][0]["path"],
+        "/spec/template/spec/securityContext"
+    );
+
+    // A native Deny rule looks into the template and names the field there.
+    let results = check_json(
+        &[
+            "--policies",
+            "tests/fixtures/check/policies/no-host-ports.yaml",
+            "tests/fixtures/check/deployment.json",
+        ],
+        1,
+    );
+    assert_eq!(
+        results[0]["violations"],
+        json!([{"policy": "no-host-ports", "rule": "ports",
+                "path": "spec.template.spec.containers[0].ports[0].hostPort",
+                "message": "container \"shipper\" must not use host port 24224"}])
     );
 }
 
 #[test]
 fn update_and_delete_operations() {
-    // UPDATE: a Pod's spec is immutable, so it is not defaulted; a Deployment is.
+    // UPDATE: a Pod's spec is immutable, so it is not defaulted; a Deployment is. An UPDATE
+    // that changes no container or image is not re-evaluated by Pod Security (upstream's
+    // significant pod updates), so even the privileged Pod passes; the workload is warned.
     let results = check_json(
         &[
             "--operation",
@@ -234,19 +341,56 @@ fn update_and_delete_operations() {
             "tests/fixtures/check/pods.yaml",
             "tests/fixtures/check/deployment.json",
         ],
-        1,
+        0,
     );
     assert!(results.iter().all(|r| r["operation"] == "UPDATE"));
     let web = find(&results, "Pod", "web");
     assert_eq!(web["allowed"], true);
     assert_eq!(web["patch"], Value::Null);
+    let netdebug = find(&results, "Pod", "netdebug");
+    assert_eq!(netdebug["allowed"], true);
+    assert_eq!(netdebug["auditAnnotations"], json!({}));
     let deployment = find(&results, "Deployment", "log-shipper");
-    assert_eq!(deployment["allowed"], false);
+    assert_eq!(deployment["allowed"], true);
+    assert!(
+        deployment["warnings"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("would violate PodSecurity \"restricted:latest\": ")
+    );
     assert_eq!(deployment["patch"].as_array().unwrap().len(), 2);
     assert_eq!(
         deployment["patchedObject"]["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
         "IfNotPresent"
     );
+
+    // A native Deny rule checks every UPDATE, workload templates included.
+    let results = check_json(
+        &[
+            "--operation",
+            "UPDATE",
+            "--policies",
+            "tests/fixtures/check/policies/no-host-ports.yaml",
+            "tests/fixtures/check/deployment.json",
+        ],
+        1,
+    );
+    assert_eq!(results[0]["operation"], "UPDATE");
+    assert_eq!(results[0]["allowed"], false);
+    assert_eq!(
+        results[0]["violations"][0]["path"],
+        "spec.template.spec.containers[0].ports[0].hostPort"
+    );
+
+    // A review carries both objects: a changed image is a significant update, and the
+    // privileged Pod is refused.
+    let results = check_json(
+        &["tests/fixtures/check/reviews/pod-update-image-privileged.json"],
+        1,
+    );
+    assert_eq!(results[0]["operation"], "UPDATE");
+    assert_eq!(results[0]["violations"][0]["rule"], "enforce");
+    assert_eq!(results[0]["patch"], Value::Null);
 
     // DELETE: no rule registers DELETE, so the apiserver would not call the webhook and even
     // the privileged Pod may be deleted.
@@ -299,6 +443,59 @@ fn namespace_manifests_feed_namespace_selectors() {
 }
 
 #[test]
+fn namespace_manifests_set_pod_security_levels() {
+    let namespaces = "tests/fixtures/check/namespaces/pod-security-namespaces.yaml";
+    let pods = "tests/fixtures/check/namespaces/pod-security-pods.yaml";
+    let results = check_json(&[namespaces, pods], 1);
+    assert_eq!(results.len(), 5);
+    for name in ["payments", "sandbox"] {
+        assert_eq!(find(&results, "Namespace", name)["allowed"], true);
+    }
+    // An invalid level label refuses the Namespace, with upstream's message.
+    assert_eq!(
+        find(&results, "Namespace", "typo")["violations"],
+        json!([{"policy": "pod-security", "rule": "namespace-labels", "path": "",
+                "message": "Namespace \"typo\" is invalid: metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: \"strict\": must be one of privileged, baseline, restricted"}])
+    );
+    // enforce=restricted: a pod that meets "baseline" is refused.
+    let api = find(&results, "Pod", "api");
+    assert_eq!(api["allowed"], false);
+    assert!(
+        api["violations"][0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(
+                "violates PodSecurity \"restricted:latest\": allowPrivilegeEscalation != false"
+            )
+    );
+    assert_eq!(
+        api["auditAnnotations"]["pod-security-enforce-policy"],
+        "restricted:latest"
+    );
+    // enforce=privileged: a privileged pod is admitted; warn stays at the default.
+    let netdebug = find(&results, "Pod", "netdebug");
+    assert_eq!(netdebug["allowed"], true);
+    assert_eq!(
+        netdebug["auditAnnotations"]["pod-security-enforce-policy"],
+        "privileged:latest"
+    );
+    assert!(
+        netdebug["warnings"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("would violate PodSecurity \"restricted:latest\": privileged")
+    );
+
+    // Without the Namespace objects the defaults apply: baseline admits the first pod (with a
+    // warning) and refuses the privileged one.
+    let results = check_json(&[pods], 1);
+    let api = find(&results, "Pod", "api");
+    assert_eq!(api["allowed"], true);
+    assert_eq!(api["warnings"].as_array().unwrap().len(), 1);
+    assert_eq!(find(&results, "Pod", "netdebug")["allowed"], false);
+}
+
+#[test]
 fn lists_and_standard_input() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_portcullis"))
         .args(["check", "--output", "json", "-"])
@@ -320,6 +517,7 @@ fn lists_and_standard_input() {
     );
     assert_eq!(results[0]["allowed"], true);
     assert_eq!(results[1]["allowed"], false);
+    assert_eq!(results[1]["violations"][0]["policy"], "pod-security");
 }
 
 #[test]
@@ -395,13 +593,14 @@ async fn post(router: &Router, path: &str, body: Vec<u8>) -> Value {
 #[tokio::test]
 async fn reviews_get_the_same_decision_as_from_the_router() {
     let router = webhook_router(AppState::new(Engine::builtin(), RequestSettings::default()));
-    let mut reviews: Vec<_> = std::fs::read_dir(format!("{ROOT}/tests/fixtures/reviews"))
-        .unwrap()
+    let mut reviews: Vec<_> = ["tests/fixtures/reviews", "tests/fixtures/check/reviews"]
+        .iter()
+        .flat_map(|folder| std::fs::read_dir(format!("{ROOT}/{folder}")).unwrap())
         .map(|entry| entry.unwrap().path())
         .collect();
     reviews.sort();
-    assert!(reviews.len() >= 6);
-    let (mut denied, mut patched) = (0, 0);
+    assert!(reviews.len() >= 8);
+    let (mut denied, mut patched, mut warned) = (0, 0, 0);
     for path in &reviews {
         let name = path.display().to_string();
         let (code, results) = run_json(&[&name]);
@@ -449,11 +648,17 @@ async fn reviews_get_the_same_decision_as_from_the_router() {
                 .unwrap()
                 .iter()
                 .map(|v| {
+                    // As `Violation`'s Display: no `path: ` when there is none (Pod Security).
+                    let path = v["path"].as_str().unwrap();
                     format!(
-                        "[{}/{}] {}: {}",
+                        "[{}/{}] {}{}",
                         v["policy"].as_str().unwrap(),
                         v["rule"].as_str().unwrap(),
-                        v["path"].as_str().unwrap(),
+                        if path.is_empty() {
+                            String::new()
+                        } else {
+                            format!("{path}: ")
+                        },
                         v["message"].as_str().unwrap()
                     )
                 })
@@ -470,6 +675,9 @@ async fn reviews_get_the_same_decision_as_from_the_router() {
             response.get("warnings").cloned().unwrap_or(json!([])),
             "{name}: warnings"
         );
+        if !result["warnings"].as_array().unwrap().is_empty() {
+            warned += 1;
+        }
         assert_eq!(
             result["auditAnnotations"],
             response
@@ -480,7 +688,7 @@ async fn reviews_get_the_same_decision_as_from_the_router() {
         );
     }
     assert!(
-        denied >= 2 && patched >= 3,
-        "the fixtures must exercise denials and patches"
+        denied >= 3 && patched >= 3 && warned >= 2,
+        "the fixtures must exercise denials, patches and warnings"
     );
 }

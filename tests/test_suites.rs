@@ -35,7 +35,7 @@ fn example_suites_pass() {
     for column in ["SUITE", "CASE", "RESULT", "REASON"] {
         assert!(header.contains(column), "{header}");
     }
-    for suite in ["builtin-pods", "builtin-workloads"] {
+    for suite in ["builtin-pods", "builtin-workloads", "host-isolation"] {
         assert!(table.contains(suite), "{suite} did not run:\n{table}");
     }
     for case in [
@@ -43,7 +43,9 @@ fn example_suites_pass() {
         "host network and PID namespaces are denied",
         "latest and missing tags are warned, not denied",
         "compliant pod is admitted with defaults applied",
-        "a Deployment with a privileged template is denied",
+        "a Deployment with a privileged template is warned about, not denied",
+        "a CronJob sharing the host IPC namespace is warned about",
+        "a CronJob sharing the host IPC namespace is denied",
     ] {
         assert!(row(&table, case).contains(" PASS"), "{table}");
     }
@@ -66,18 +68,22 @@ fn a_failing_suite_exits_1_with_the_mismatches() {
     assert!(allowed.contains(" FAIL "), "{allowed}");
     assert!(
         allowed.contains(
-            "expected allowed: true, got false (violations: [builtin/no-privileged] spec.containers[0].securityContext.privileged"
+            "expected allowed: true, got false (violations: [pod-security/enforce] violates PodSecurity \"baseline:latest\": host namespaces (hostNetwork=true), privileged (container \"netdebug\" must not set securityContext.privileged=true))"
         ),
         "{allowed}"
     );
     let violation = row(&table, "wrong violation expected");
     assert!(
-        violation.contains("missing violation {rule: no-latest}; got: [builtin/no-privileged]"),
+        violation.contains(
+            "missing violation {rule: no-latest}; got: [pod-security/enforce] violates PodSecurity"
+        ),
         "{violation}"
     );
     let patched = row(&table, "wrong warning count and patched object");
     assert!(
-        patched.contains("expected 0 warnings, got 1: [builtin/mutable-image-tag]"),
+        patched.contains(
+            "expected 0 warnings, got 2: [builtin-image-tags/pinned] spec.containers[0].image: container \"web\" image \"nginx:latest\" must have a tag other than latest; would violate PodSecurity \"restricted:latest\": "
+        ),
         "{patched}"
     );
     assert!(

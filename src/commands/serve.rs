@@ -2,7 +2,7 @@ use anyhow::Context;
 
 use crate::cli::ServeArgs;
 use crate::cluster::ClusterSource;
-use crate::server::{RequestSettings, ServeConfig, ServeSources, start_with};
+use crate::server::{ConnectionSettings, RequestSettings, ServeConfig, ServeSources, start_with};
 use crate::tls::{CertificateSource, LOOPBACK_HOSTS, TlsSettings, generate_certificates};
 
 /// `portcullis serve`: runs until SIGTERM or SIGINT, then drains and returns.
@@ -29,6 +29,13 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 max_body_bytes: args.max_body_bytes,
                 request_timeout: args.request_timeout,
                 on_error: args.on_error,
+            },
+            connections: ConnectionSettings {
+                max_connections: args.max_connections,
+                tls_handshake_timeout: args.tls_handshake_timeout,
+                header_read_timeout: args.header_read_timeout,
+                max_concurrent_streams: args.max_concurrent_streams,
+                max_header_bytes: args.max_header_bytes,
             },
             // Used only without --policies.
             engine: super::load_engine(&[])?,

@@ -13,7 +13,7 @@
 //!     operation: CREATE                       # CREATE (default), UPDATE or DELETE
 //!     expect:
 //!       allowed: false
-//!       violations: [{policy: builtin, rule: no-privileged}]  # each must be found
+//!       violations: [{policy: pod-security, rule: enforce}]  # each must be found
 //!       warnings: 1                           # a count, or substrings that must each match
 //!       auditAnnotations: {team-policy: "no-latest"}          # key: substring
 //!       mutated: true                         # whether /mutate returns a patch

@@ -4,6 +4,7 @@
 mod error;
 mod extract;
 mod handlers;
+mod limits;
 mod observe;
 mod run;
 
@@ -22,6 +23,7 @@ use crate::metrics::Metrics;
 
 pub use error::ApiError;
 pub use extract::AdmissionReviewBody;
+pub use limits::ConnectionSettings;
 pub use observe::AdmissionOutcome;
 pub use run::{RunningServer, ServeConfig, ServeError, ServeSources, start, start_with};
 

@@ -8,10 +8,11 @@ use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum_server::Handle;
-use axum_server::tls_rustls::RustlsConfig;
+use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use super::limits::{ConnectionLimit, ConnectionSettings};
 use super::{AppState, RequestSettings, webhook_router};
 use crate::admin::{AdminState, admin_router};
 use crate::cluster::NamespaceCache;
@@ -33,6 +34,8 @@ pub struct ServeConfig {
     pub shutdown_grace: Duration,
     /// Per-request limits.
     pub request: RequestSettings,
+    /// Connection limits and timeouts.
+    pub connections: ConnectionSettings,
     /// The policy engine to serve when [`ServeSources::policy_paths`] is empty (the built-in
     /// set for `serve`); ignored otherwise.
     pub engine: Engine,
@@ -177,7 +180,27 @@ pub async fn start_with(
     let admin_addr = admin_listener.local_addr()?;
 
     let handle = Handle::new();
-    let server = axum_server::from_tcp_rustls(webhook_listener, rustls)?.handle(handle.clone());
+    let limits = &config.connections;
+    let acceptor = RustlsAcceptor::new(rustls)
+        .handshake_timeout(limits.tls_handshake_timeout)
+        .acceptor(ConnectionLimit::new(
+            limits.max_connections,
+            state.metrics.connections_rejected.clone(),
+        ));
+    let mut server = axum_server::from_tcp(webhook_listener)?
+        .acceptor(acceptor)
+        .handle(handle.clone())
+        .first_request_timeout(limits.header_read_timeout);
+    server
+        .http_builder()
+        .http1()
+        .header_read_timeout(Some(limits.header_read_timeout))
+        .max_buf_size(limits.max_header_bytes.max(8192));
+    server
+        .http_builder()
+        .http2()
+        .max_concurrent_streams(limits.max_concurrent_streams)
+        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
     let router = webhook_router(state.clone());
     let webhook_task = tokio::spawn(server.serve(router.into_make_service()));
 

@@ -10,7 +10,8 @@ use std::time::Duration;
 use portcullis::engine::Engine;
 use portcullis::metrics::{Metrics, ReloadLabels};
 use portcullis::server::{
-    OnError, RequestSettings, RunningServer, ServeConfig, ServeSources, start_with,
+    ConnectionSettings, OnError, RequestSettings, RunningServer, ServeConfig, ServeSources,
+    start_with,
 };
 use portcullis::tls::{
     CertificateSource, GeneratedCertificates, TlsSettings, generate_certificates,
@@ -109,6 +110,7 @@ pub async fn start_with_policies(
                 on_error,
                 ..RequestSettings::default()
             },
+            connections: ConnectionSettings::default(),
             // Ignored: policy files are given.
             engine: Engine::builtin(),
         },

@@ -9,7 +9,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use portcullis::engine::Engine;
-use portcullis::server::{RequestSettings, RunningServer, ServeConfig, start};
+use portcullis::server::{ConnectionSettings, RequestSettings, RunningServer, ServeConfig, start};
 use portcullis::tls::TlsSettings;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
@@ -27,6 +27,7 @@ pub async fn start_server(tls: TlsSettings) -> RunningServer {
         tls_reload_interval: Duration::from_secs(3600),
         shutdown_grace: Duration::from_secs(10),
         request: RequestSettings::default(),
+        connections: ConnectionSettings::default(),
         engine: Engine::builtin(),
     })
     .await

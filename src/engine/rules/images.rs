@@ -86,14 +86,18 @@ impl ImageRule {
                     ),
                 ));
             }
-            if self.rules.forbid_latest
-                && !reference.digest
-                && matches!(reference.tag, None | Some("latest"))
-            {
-                findings.push((
-                    path.clone(),
-                    format!("container {name:?} image {image:?} must have a tag other than latest"),
-                ));
+            if self.rules.forbid_latest && !reference.digest {
+                let problem = match reference.tag {
+                    None => Some("must have a tag (an untagged image means latest)"),
+                    Some("latest") => Some("must have a tag other than latest"),
+                    Some(_) => None,
+                };
+                if let Some(problem) = problem {
+                    findings.push((
+                        path.clone(),
+                        format!("container {name:?} image {image:?} {problem}"),
+                    ));
+                }
             }
             if self.rules.require_digest && !reference.digest {
                 findings.push((

@@ -1,0 +1,128 @@
+//! Connection-level limits of the webhook listener: a cap on open connections, TLS handshake,
+//! header and idle timeouts, and HTTP/2 stream limits.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum_server::accept::Accept;
+use prometheus_client::metrics::counter::Counter;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Limits on the webhook listener's connections.
+#[derive(Debug, Clone)]
+pub struct ConnectionSettings {
+    /// Open connections at most; further ones are closed at once (and counted).
+    pub max_connections: usize,
+    /// Time a client gets to finish the TLS handshake.
+    pub tls_handshake_timeout: Duration,
+    /// Time a client gets to send a request's headers (the first request's included).
+    pub header_read_timeout: Duration,
+    /// Concurrent HTTP/2 streams per connection.
+    pub max_concurrent_streams: u32,
+    /// Largest request header block (HTTP/1.1 buffer and HTTP/2 header list), in bytes.
+    pub max_header_bytes: usize,
+}
+
+impl Default for ConnectionSettings {
+    fn default() -> Self {
+        ConnectionSettings {
+            max_connections: 4096,
+            tls_handshake_timeout: Duration::from_secs(10),
+            header_read_timeout: Duration::from_secs(10),
+            max_concurrent_streams: 256,
+            max_header_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// Accepts a TCP connection only while fewer than `max_connections` are open; the permit is
+/// held by the stream and released when the connection closes.
+#[derive(Clone)]
+pub struct ConnectionLimit {
+    permits: Arc<Semaphore>,
+    rejected: Counter,
+}
+
+impl ConnectionLimit {
+    /// A limit of `max` connections, counting refusals in `rejected`.
+    pub fn new(max: usize, rejected: Counter) -> Self {
+        ConnectionLimit {
+            permits: Arc::new(Semaphore::new(max)),
+            rejected,
+        }
+    }
+}
+
+/// A TCP stream that holds a connection permit.
+pub struct LimitedStream {
+    inner: TcpStream,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl AsyncRead for LimitedStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for LimitedStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+impl<S: Send + 'static> Accept<TcpStream, S> for ConnectionLimit {
+    type Stream = LimitedStream;
+    type Service = S;
+    type Future = std::future::Ready<io::Result<(LimitedStream, S)>>;
+
+    fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
+        match self.permits.clone().try_acquire_owned() {
+            Ok(permit) => std::future::ready(Ok((
+                LimitedStream {
+                    inner: stream,
+                    _permit: permit,
+                },
+                service,
+            ))),
+            Err(_) => {
+                self.rejected.inc();
+                drop(stream);
+                std::future::ready(Err(io::Error::other("connection limit reached")))
+            }
+        }
+    }
+}
