@@ -17,6 +17,7 @@ pub mod cli;
 pub mod cluster;
 pub mod commands;
 pub mod engine;
+pub mod expressions;
 pub mod metrics;
 pub mod offline;
 pub mod patch;

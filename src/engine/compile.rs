@@ -1,14 +1,19 @@
+use super::admission_policy::{AdmissionPolicies, AdmissionPolicyDocument};
 use super::pod_security::PodSecurityAdmission;
 use super::{CompiledPolicy, Engine};
-use crate::policy::{PolicyDocument, PolicyError, SourcedDocument};
+use crate::policy::{PolicyDocument, PolicyError, SourcedDocument, unsupported_document};
 
 impl Engine {
     /// Compiles policy documents into an engine: everything that can be checked or prepared
     /// (regexes, selectors, quantities, paths) is done here, once. Policies are evaluated in
-    /// document order.
+    /// document order. Admission policies (`admissionregistration.k8s.io`) are compiled with
+    /// their bindings and parameter objects; a parameter object no policy's `paramKind` names
+    /// is refused.
     pub fn compile(documents: &[SourcedDocument]) -> Result<Engine, PolicyError> {
         let mut engine = Engine::empty();
         let mut names = std::collections::BTreeMap::new();
+        let mut admission = Vec::new();
+        let mut params = Vec::new();
         for document in documents {
             match &document.document {
                 PolicyDocument::Policy(policy) => {
@@ -31,7 +36,32 @@ impl Engine {
                         .map_err(|e| PolicyError::at(&document.source, e.field, e.message))?;
                     engine = engine.with_pod_security(admission);
                 }
+                PolicyDocument::AdmissionPolicy(policy) => {
+                    admission.push((&document.source, policy.as_ref()));
+                }
+                PolicyDocument::Parameter(object) => {
+                    params.push((&document.source, object.as_ref()));
+                }
             }
+        }
+        let param_kinds: Vec<(&str, &str)> = admission
+            .iter()
+            .filter_map(|(_, document)| match document {
+                AdmissionPolicyDocument::ValidatingPolicy(d) => d.spec.param_kind.as_ref(),
+                AdmissionPolicyDocument::MutatingPolicy(d) => d.spec.param_kind.as_ref(),
+                _ => None,
+            })
+            .map(|kind| (kind.api_version.as_str(), kind.kind.as_str()))
+            .collect();
+        for (source, object) in &params {
+            let field = |name: &str| object.get(name).and_then(|v| v.as_str()).unwrap_or("");
+            let (api_version, kind) = (field("apiVersion"), field("kind"));
+            if !param_kinds.contains(&(api_version, kind)) {
+                return Err(unsupported_document(source, api_version, kind));
+            }
+        }
+        if !admission.is_empty() {
+            engine.admission_policies = AdmissionPolicies::compile(&admission, &params)?;
         }
         Ok(engine)
     }

@@ -4,6 +4,7 @@
 //! Validation rules report [`Violation`]s; defaulting rules edit a copy of the object through
 //! an [`ObjectEditor`](crate::patch::ObjectEditor), which records the JSON Patch.
 
+pub mod admission_policy;
 mod compile;
 mod decision;
 pub mod matching;
@@ -146,6 +147,7 @@ pub struct Engine {
     defaults: Vec<Box<dyn DefaultingRule>>,
     policies: Vec<CompiledPolicy>,
     pod_security: Vec<pod_security::PodSecurityAdmission>,
+    admission_policies: admission_policy::AdmissionPolicies,
 }
 
 impl std::fmt::Debug for Engine {
@@ -238,6 +240,7 @@ impl Engine {
                 rules.extend(admission.resource_rules());
             }
         }
+        rules.extend(self.admission_policies.webhook_rules(endpoint));
         merge_rules(rules)
     }
 
@@ -250,6 +253,7 @@ impl Engine {
                 .iter()
                 .map(CompiledPolicy::rule_count)
                 .sum::<usize>()
+            + self.admission_policies.rule_count()
     }
 
     /// Decides a request. `/validate` runs every validation rule and collects every violation;
@@ -283,6 +287,11 @@ impl Engine {
                     }
                     admission.evaluate(request, context.namespaces, &mut decision);
                 }
+                if past_deadline() {
+                    return Err(EvalError::DeadlineExceeded);
+                }
+                self.admission_policies
+                    .validate(request, context.namespaces, &mut decision);
             }
             Endpoint::Mutate => {
                 let Some(object) = request.object.as_ref() else {
@@ -301,7 +310,24 @@ impl Engine {
                     }
                     policy.apply_defaults(request, context.namespaces, &mut editor);
                 }
-                if editor.is_changed() {
+                if self.admission_policies.mutates() {
+                    if past_deadline() {
+                        return Err(EvalError::DeadlineExceeded);
+                    }
+                    // MutatingAdmissionPolicies see the native defaults; the answer is one
+                    // minimal patch from the object as sent to the object as all left it.
+                    let defaulted = editor.finish().1;
+                    let patched = self.admission_policies.mutate(
+                        request,
+                        context.namespaces,
+                        defaulted,
+                        &mut decision,
+                    );
+                    if &patched != object {
+                        decision.patch = Some(admission_policy::json_patch_diff(object, &patched));
+                        decision.patched_object = Some(patched);
+                    }
+                } else if editor.is_changed() {
                     let (operations, patched) = editor.finish();
                     decision.patch = Some(operations);
                     decision.patched_object = Some(patched);

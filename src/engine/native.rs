@@ -1,6 +1,7 @@
 //! A compiled native `Policy`: its matcher, validation rules and defaulting rules.
 
 use super::matching::{MatchedView, Matcher};
+use super::rules::cel::{self, CelCheck, CelDefaultRule, CelInput};
 use super::rules::{
     CompiledDefault, CompiledValidation, ContainerResourceRule, Finding, HostRule, ImageRule,
     ProbeRule, RequiredMetadataRule, View, attribute, parse_field_path,
@@ -10,10 +11,20 @@ use crate::admission::{AdmissionRequest, Operation};
 use crate::patch::ObjectEditor;
 use crate::policy::{DocumentSource, Policy, PolicyError};
 
+enum NativeValidation {
+    Family(CompiledValidation),
+    Cel(Box<CelCheck>),
+}
+
 struct NamedValidation {
     name: String,
     message: Option<String>,
-    rule: CompiledValidation,
+    rule: NativeValidation,
+}
+
+enum NativeDefault {
+    Family(CompiledDefault),
+    Cel(CelDefaultRule),
 }
 
 /// A native policy, compiled.
@@ -22,7 +33,7 @@ pub struct CompiledPolicy {
     action: Action,
     matcher: Matcher,
     validations: Vec<NamedValidation>,
-    defaults: Vec<CompiledDefault>,
+    defaults: Vec<NativeDefault>,
 }
 
 impl CompiledPolicy {
@@ -34,7 +45,38 @@ impl CompiledPolicy {
             let field = |sub: &str, detail: String| {
                 PolicyError::at(source, format!("spec.validate[{i}].{sub}"), detail)
             };
-            let compiled = if let Some(labels) = &rule.required_labels {
+            let compiled = if let Some(check) = &rule.cel {
+                let expression = cel::compile(&check.expression, false).map_err(|e| {
+                    field(
+                        "cel.expression",
+                        format!(
+                            "compilation failed for expression {:?}: {e}",
+                            check.expression
+                        ),
+                    )
+                })?;
+                let message_expression = check
+                    .message_expression
+                    .as_deref()
+                    .map(|text| {
+                        cel::compile(text, false).map_err(|e| {
+                            field(
+                                "cel.messageExpression",
+                                format!("compilation failed for expression {text:?}: {e}"),
+                            )
+                        })
+                    })
+                    .transpose()?;
+                validations.push(NamedValidation {
+                    name: rule.name.clone(),
+                    message: rule.message.clone(),
+                    rule: NativeValidation::Cel(Box::new(CelCheck::new(
+                        expression,
+                        message_expression,
+                    ))),
+                });
+                continue;
+            } else if let Some(labels) = &rule.required_labels {
                 CompiledValidation::Metadata(
                     RequiredMetadataRule::new("labels", labels)
                         .map_err(|(key, e)| field(&format!("requiredLabels.{key}"), e))?,
@@ -61,7 +103,7 @@ impl CompiledPolicy {
             validations.push(NamedValidation {
                 name: rule.name.clone(),
                 message: rule.message.clone(),
-                rule: compiled,
+                rule: NativeValidation::Family(compiled),
             });
         }
         let mut defaults = Vec::new();
@@ -83,6 +125,19 @@ impl CompiledPolicy {
                     field: "annotations",
                     entries: annotations.clone(),
                 }
+            } else if let Some(default) = &rule.cel {
+                let expression = cel::compile(&default.expression, true).map_err(|e| {
+                    PolicyError::at(
+                        source,
+                        format!("spec.defaults[{i}].cel.expression"),
+                        format!(
+                            "compilation failed for expression {:?}: {e}",
+                            default.expression
+                        ),
+                    )
+                })?;
+                defaults.push(NativeDefault::Cel(CelDefaultRule::new(expression)));
+                continue;
             } else {
                 return Err(PolicyError::at(
                     source,
@@ -90,7 +145,7 @@ impl CompiledPolicy {
                     "no defaulting rule",
                 ));
             };
-            defaults.push(compiled);
+            defaults.push(NativeDefault::Family(compiled));
         }
         Ok(CompiledPolicy {
             name: policy.metadata.name.clone(),
@@ -133,8 +188,28 @@ impl CompiledPolicy {
         };
         let mut findings: Vec<Finding> = Vec::new();
         let mut violations = Vec::new();
+        let mut cel_input = None;
         for rule in &self.validations {
-            rule.rule.check(&view, &mut findings);
+            match &rule.rule {
+                NativeValidation::Family(family) => family.check(&view, &mut findings),
+                NativeValidation::Cel(check) => {
+                    let input = cel_input.get_or_insert_with(|| CelInput::new(request, namespaces));
+                    if let Some(message) =
+                        check.check(input, request, object, rule.message.as_deref())
+                    {
+                        findings.push((String::new(), message));
+                    }
+                    // The message is already final.
+                    attribute(
+                        &self.name,
+                        &rule.name,
+                        None,
+                        findings.drain(..),
+                        &mut violations,
+                    );
+                    continue;
+                }
+            }
             attribute(
                 &self.name,
                 &rule.name,
@@ -169,11 +244,23 @@ impl CompiledPolicy {
             && matched == MatchedView::Object
             && request.kind.group.is_empty()
             && request.kind.kind == "Pod";
+        let mut cel_input = None;
         for rule in &self.defaults {
-            if pod_update && rule.writes_spec() {
-                continue;
+            match rule {
+                NativeDefault::Family(rule) => {
+                    if pod_update && rule.writes_spec() {
+                        continue;
+                    }
+                    rule.apply(&base, editor);
+                }
+                NativeDefault::Cel(rule) => {
+                    let input = cel_input.get_or_insert_with(|| CelInput::new(request, namespaces));
+                    if let Err(error) = rule.apply(input, request, editor, pod_update) {
+                        // Defaults never deny; a failing one is skipped and logged.
+                        tracing::warn!(policy = %self.name, %error, "CEL default failed");
+                    }
+                }
             }
-            rule.apply(&base, editor);
         }
     }
 

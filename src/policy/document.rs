@@ -5,6 +5,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::native::Policy;
+use crate::engine::admission_policy::{self, AdmissionPolicyDocument};
 use crate::engine::pod_security::PodSecurityConfiguration;
 
 /// Where a document came from.
@@ -65,6 +66,13 @@ pub enum PolicyDocument {
     PodSecurity(Box<PodSecurityConfiguration>),
     /// `portcullis.dev/v1alpha1` `Policy`.
     Policy(Box<Policy>),
+    /// `admissionregistration.k8s.io` ValidatingAdmissionPolicy, MutatingAdmissionPolicy or
+    /// one of their bindings.
+    AdmissionPolicy(Box<AdmissionPolicyDocument>),
+    /// A document of any other group (a ConfigMap, a custom resource …): a parameter object
+    /// for admission policy bindings. Compiling refuses one that no policy's `paramKind`
+    /// names, so that a stray or misspelt document is still an error.
+    Parameter(Box<Value>),
 }
 
 /// A document with its source.
@@ -77,13 +85,51 @@ pub struct SourcedDocument {
 }
 
 /// The kinds Portcullis reads, as `apiVersion` and `kind`.
-pub const SUPPORTED_KINDS: [(&str, &str); 2] = [
+pub const SUPPORTED_KINDS: [(&str, &str); 6] = [
     (
         "pod-security.admission.config.k8s.io/v1",
         "PodSecurityConfiguration",
     ),
     ("portcullis.dev/v1alpha1", "Policy"),
+    (
+        "admissionregistration.k8s.io/v1",
+        "ValidatingAdmissionPolicy",
+    ),
+    (
+        "admissionregistration.k8s.io/v1",
+        "ValidatingAdmissionPolicyBinding",
+    ),
+    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicy"),
+    (
+        "admissionregistration.k8s.io/v1",
+        "MutatingAdmissionPolicyBinding",
+    ),
 ];
+
+/// API groups whose documents must be ones Portcullis reads: anything else in them is a
+/// mistake, never a parameter object.
+const RESERVED_GROUPS: [&str; 3] = [
+    "portcullis.dev",
+    "pod-security.admission.config.k8s.io",
+    admission_policy::GROUP,
+];
+
+/// The error for a document Portcullis does not read.
+pub fn unsupported_document(source: &DocumentSource, api_version: &str, kind: &str) -> PolicyError {
+    let supported: Vec<String> = SUPPORTED_KINDS
+        .iter()
+        .map(|(v, k)| format!("{v} {k}"))
+        .collect();
+    PolicyError::at(
+        source,
+        "kind",
+        format!(
+            "unsupported document {api_version} {kind}; supported: {}, or the paramKind of an \
+             admission policy",
+            supported.join(", ")
+        ),
+    )
+}
 
 fn is_policy_file(path: &Path) -> bool {
     matches!(
@@ -178,18 +224,15 @@ fn recognise(source: DocumentSource, value: Value) -> Result<SourcedDocument, Po
             ));
         }
         _ => {
-            let supported: Vec<String> = SUPPORTED_KINDS
-                .iter()
-                .map(|(v, k)| format!("{v} {k}"))
-                .collect();
-            return Err(PolicyError::at(
-                &source,
-                "kind",
-                format!(
-                    "unsupported document {api_version} {kind}; supported: {}",
-                    supported.join(", ")
-                ),
-            ));
+            let group = api_version.split_once('/').map_or("", |(group, _)| group);
+            if group == admission_policy::GROUP {
+                let document = admission_policy::recognise(&source, value)?;
+                PolicyDocument::AdmissionPolicy(Box::new(document))
+            } else if RESERVED_GROUPS.contains(&group) {
+                return Err(unsupported_document(&source, api_version, kind));
+            } else {
+                PolicyDocument::Parameter(Box::new(value))
+            }
         }
     };
     Ok(SourcedDocument { source, document })

@@ -9,12 +9,12 @@ mod reload;
 
 pub use document::{
     DocumentSource, PolicyDocument, PolicyError, SourcedDocument, documents_from_str,
-    parse_documents, read_documents,
+    from_document, parse_documents, read_documents, unsupported_document,
 };
 pub use native::{
-    DefaultingSpec, HostRules, ImageRules, LabelSelector, LabelSelectorRequirement, MatchSpec,
-    NamespaceFilter, Policy, PolicySpec, ProbeRules, ResourceMatch, ResourceRules,
-    SubjectExclusions, ValidationSpec,
+    CelDefault, CelValidation, DefaultingSpec, HostRules, ImageRules, LabelSelector,
+    LabelSelectorRequirement, MatchSpec, NamespaceFilter, Policy, PolicySpec, ProbeRules,
+    ResourceMatch, ResourceRules, SubjectExclusions, ValidationSpec,
 };
 pub use reload::{PolicyReloadOutcome, PolicyReloader};
 

@@ -198,9 +198,31 @@ pub struct ValidationSpec {
     /// Host namespaces, ports and paths.
     #[serde(default)]
     pub host: Option<HostRules>,
-    /// Inline CEL; arrives with CEL support (refused at load until then).
+    /// A CEL expression that must be true (see docs/admission-policies.md).
     #[serde(default)]
-    pub cel: Option<Value>,
+    pub cel: Option<CelValidation>,
+}
+
+/// The `cel` rule family of a validation: as a ValidatingAdmissionPolicy's `validations` entry,
+/// without params or variables.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CelValidation {
+    /// Must evaluate to true; sees `object`, `oldObject`, `request` and `namespaceObject`.
+    pub expression: String,
+    /// A CEL expression for the message (a string); falls back to the rule's `message`, then
+    /// to `failed expression: <expression>`.
+    #[serde(default)]
+    pub message_expression: Option<String>,
+}
+
+/// The `cel` defaulting rule: an expression yielding a list of `JSONPatch{op: "add", path,
+/// value}`, each applied only where the path is missing, like every default.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CelDefault {
+    /// The CEL expression.
+    pub expression: String,
 }
 
 /// The `images` rule family.
@@ -282,6 +304,9 @@ pub struct DefaultingSpec {
     /// Annotations added where missing.
     #[serde(default)]
     pub annotations: Option<BTreeMap<String, String>>,
+    /// Values computed by CEL, added where missing.
+    #[serde(default)]
+    pub cel: Option<CelDefault>,
 }
 
 /// `set`: a path with `[*]` wildcards over lists, and the value written where it is missing.
@@ -393,12 +418,6 @@ impl Policy {
                         .into(),
                 );
             }
-            if rule.cel.is_some() {
-                return error(
-                    format!("{field}.cel"),
-                    "inline CEL is not supported yet".into(),
-                );
-            }
             if let Some(probes) = &rule.probes {
                 for (j, probe) in probes.require.iter().enumerate() {
                     if !matches!(probe.as_str(), "liveness" | "readiness" | "startup") {
@@ -423,9 +442,13 @@ impl Policy {
                 rule.set.is_some(),
                 rule.labels.is_some(),
                 rule.annotations.is_some(),
+                rule.cel.is_some(),
             ];
             if families.iter().filter(|set| **set).count() != 1 {
-                return error(field, "set exactly one of set, labels, annotations".into());
+                return error(
+                    field,
+                    "set exactly one of set, labels, annotations, cel".into(),
+                );
             }
         }
         Ok(())

@@ -1,6 +1,7 @@
 //! Native policy rule families, one file each, and the view they evaluate: the object itself
 //! or the pod template of a workload.
 
+pub mod cel;
 mod defaults;
 mod host;
 mod images;

@@ -1,0 +1,225 @@
+//! The CEL expressions of admission policies, on the shared Kubernetes environment
+//! ([`crate::expressions`]): compiled at load (parse errors, undeclared variables and
+//! functions), evaluated per request against an [`Activation`].
+//!
+//! Besides the environment's checks, this file finds what an expression reads of
+//! `variables.*`, so that a reference to an unknown or later variable is a load error, and
+//! refuses struct literals (`Object{…}`, `JSONPatch{…}`) outside mutations.
+
+use std::collections::BTreeSet;
+use std::sync::LazyLock;
+
+use cel::Env;
+use cel::common::ast::{EntryExpr, Expr, IdedExpr};
+
+use crate::expressions::{Activation, CelEnvironment, CelProgram};
+
+static ENVIRONMENT: LazyLock<CelEnvironment> = LazyLock::new(CelEnvironment::kubernetes);
+/// Only parses, to read references; the environment above compiles and checks.
+static PARSER: LazyLock<Env> = LazyLock::new(Env::stdlib);
+
+/// A compiled expression.
+pub struct Expression {
+    program: CelProgram,
+    variables_used: BTreeSet<String>,
+    identifiers: BTreeSet<String>,
+}
+
+impl std::fmt::Debug for Expression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Expression").field(&self.source()).finish()
+    }
+}
+
+#[derive(Default)]
+struct References<'e> {
+    idents: BTreeSet<&'e str>,
+    structs: BTreeSet<&'e str>,
+    variables: BTreeSet<&'e str>,
+}
+
+fn walk<'e>(expr: &'e IdedExpr, bound: &mut Vec<&'e str>, refs: &mut References<'e>) {
+    match &expr.expr {
+        Expr::Ident(name) => {
+            if !name.starts_with('@') && !bound.contains(&name.as_str()) {
+                refs.idents.insert(name);
+            }
+        }
+        Expr::Call(call) => {
+            if let Some(target) = &call.target {
+                // `jsonpatch.escapeKey(…)`, `math.abs(…)`: a namespace, not a variable.
+                if !matches!(&target.expr, Expr::Ident(ns) if matches!(ns.as_str(), "jsonpatch" | "math" | "base64" | "strings" | "lists"))
+                {
+                    walk(target, bound, refs);
+                }
+            }
+            for arg in &call.args {
+                walk(arg, bound, refs);
+            }
+        }
+        Expr::Comprehension(comp) => {
+            walk(&comp.iter_range, bound, refs);
+            walk(&comp.accu_init, bound, refs);
+            let depth = bound.len();
+            bound.push(&comp.iter_var);
+            if let Some(second) = &comp.iter_var2 {
+                bound.push(second);
+            }
+            bound.push(&comp.accu_var);
+            walk(&comp.loop_cond, bound, refs);
+            walk(&comp.loop_step, bound, refs);
+            walk(&comp.result, bound, refs);
+            bound.truncate(depth);
+        }
+        Expr::List(list) => {
+            for element in &list.elements {
+                walk(element, bound, refs);
+            }
+        }
+        Expr::Map(map) => {
+            for entry in &map.entries {
+                if let EntryExpr::MapEntry(entry) = &entry.expr {
+                    walk(&entry.key, bound, refs);
+                    walk(&entry.value, bound, refs);
+                }
+            }
+        }
+        Expr::Select(select) => {
+            if let Expr::Ident(root) = &select.operand.expr
+                && root == "variables"
+                && !bound.contains(&"variables")
+            {
+                refs.variables.insert(&select.field);
+            }
+            walk(&select.operand, bound, refs);
+        }
+        Expr::Struct(strct) => {
+            refs.structs.insert(&strct.type_name);
+            for entry in &strct.entries {
+                if let EntryExpr::StructField(field) = &entry.expr {
+                    walk(&field.value, bound, refs);
+                }
+            }
+        }
+        Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+impl Expression {
+    /// Compiles `source`; struct literals are allowed when `structs` says so (mutations).
+    pub fn compile(source: &str, structs: bool) -> Result<Self, String> {
+        let program = ENVIRONMENT.compile(source).map_err(|e| e.message)?;
+        let mut variables_used = BTreeSet::new();
+        let mut identifiers = BTreeSet::new();
+        // The environment parsed it already; a parse failure here (a macro only the
+        // environment knows) only skips the checks below.
+        if let Ok((expression, _)) = PARSER
+            .parser()
+            .enable_optional_syntax(true)
+            .parse_with_source_info(source)
+        {
+            let mut refs = References::default();
+            walk(&expression, &mut Vec::new(), &mut refs);
+            if !structs && let Some(name) = refs.structs.first() {
+                return Err(format!(
+                    "undeclared reference to '{name}': Object and JSONPatch values are for \
+                     mutations"
+                ));
+            }
+            variables_used = refs.variables.iter().map(|v| (*v).to_owned()).collect();
+            identifiers = refs.idents.iter().map(|v| (*v).to_owned()).collect();
+        }
+        Ok(Expression {
+            program,
+            variables_used,
+            identifiers,
+        })
+    }
+
+    /// The `variables.<name>` it reads.
+    pub fn variables_used(&self) -> &BTreeSet<String> {
+        &self.variables_used
+    }
+
+    /// Whether the expression references the top-level variable `name`.
+    pub fn uses(&self, name: &str) -> bool {
+        self.identifiers.contains(name)
+    }
+
+    /// The expression as written.
+    pub fn source(&self) -> &str {
+        self.program.source()
+    }
+
+    /// Evaluates the expression; the error is the environment's text.
+    pub fn evaluate(&self, activation: &Activation<'_>) -> Result<cel::Value, String> {
+        self.program
+            .evaluate(activation)
+            .map_err(|error| error.to_string())
+    }
+}
+
+/// The CEL type name of a value, as messages name it.
+pub fn type_name(value: &cel::Value) -> String {
+    value.type_of().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn eval(source: &str, object: serde_json::Value) -> Result<cel::Value, String> {
+        let expression = Expression::compile(source, true)?;
+        expression.evaluate(&Activation::new().object(&object))
+    }
+
+    #[test]
+    fn evaluates_and_checks_references() {
+        assert_eq!(
+            eval(
+                "object.spec.replicas <= 5",
+                json!({"spec": {"replicas": 3}})
+            ),
+            Ok(cel::Value::Bool(true))
+        );
+        assert_eq!(
+            eval(
+                "object.spec.containers.all(c, c.image.startsWith('r/'))",
+                json!({"spec": {"containers": [{"image": "r/a"}]}})
+            ),
+            Ok(cel::Value::Bool(true))
+        );
+        let undeclared = Expression::compile("objekt.spec", false).unwrap_err();
+        assert!(
+            undeclared.contains("undeclared reference to 'objekt'"),
+            "{undeclared}"
+        );
+        assert!(Expression::compile("object.spec ==", false).is_err());
+        assert!(Expression::compile("Object{}", false).is_err());
+        let uses = Expression::compile("variables.a + variables.b.c", false).unwrap();
+        assert_eq!(uses.variables_used().iter().collect::<Vec<_>>(), ["a", "b"]);
+    }
+
+    #[test]
+    fn builds_patches_and_objects() {
+        let value = eval(
+            "[JSONPatch{op: 'add', path: '/metadata/labels/' + jsonpatch.escapeKey('a/b~c'), value: 'x'}]",
+            json!({}),
+        )
+        .unwrap();
+        assert_eq!(
+            crate::expressions::cel_to_json(&value).unwrap(),
+            json!([{"op": "add", "path": "/metadata/labels/a~1b~0c", "value": "x"}])
+        );
+        let value = eval(
+            "Object{metadata: Object.metadata{labels: {'env': 'test'}}}",
+            json!({}),
+        )
+        .unwrap();
+        assert_eq!(
+            crate::expressions::cel_to_json(&value).unwrap(),
+            json!({"metadata": {"labels": {"env": "test"}}})
+        );
+    }
+}

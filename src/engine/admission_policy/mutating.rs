@@ -1,0 +1,310 @@
+//! MutatingAdmissionPolicy: `JSONPatch` and `ApplyConfiguration` mutations applied in order,
+//! each to the object as the previous one left it, with `reinvocationPolicy: IfNeeded`
+//! (`k8s.io/apiserver/pkg/admission/plugin/policy/mutating/dispatcher.go`).
+
+use serde_json::Value as Json;
+
+use super::apply_configuration::merge_apply_configuration;
+use super::json_patch::apply_operation;
+use super::types::{
+    Document, FailurePolicy, MutatingBindingSpec, MutatingPolicySpec, PatchType, ReinvocationPolicy,
+};
+use super::{AdmissionPolicies, BindingCore, Expression, PolicyCore, RequestInput, Scope};
+use crate::admission::AdmissionRequest;
+use crate::engine::{Decision, NamespaceLookup, Violation};
+use crate::expressions::cel_to_json;
+use crate::policy::{DocumentSource, PolicyError};
+
+enum CompiledMutation {
+    JsonPatch(Expression),
+    ApplyConfiguration(Expression),
+}
+
+/// A compiled MutatingAdmissionPolicy with its bindings.
+pub struct MutatingPolicy {
+    pub(super) core: PolicyCore,
+    mutations: Vec<CompiledMutation>,
+    reinvocation: ReinvocationPolicy,
+    pub(super) bindings: Vec<BindingCore>,
+}
+
+impl MutatingPolicy {
+    /// Compiles the policy document; bindings are added with [`MutatingPolicy::bind`].
+    pub fn compile(
+        source: &DocumentSource,
+        document: &Document<MutatingPolicySpec>,
+    ) -> Result<Self, PolicyError> {
+        let spec = &document.spec;
+        let core = PolicyCore::compile(
+            source,
+            &document.metadata.name,
+            &spec.param_kind,
+            &spec.match_constraints,
+            spec.failure_policy,
+            &spec.match_conditions,
+            &spec.variables,
+        )?;
+        if spec.mutations.is_empty() {
+            return Err(PolicyError::at(
+                source,
+                "spec.mutations",
+                "required: at least one mutation",
+            ));
+        }
+        let mut mutations = Vec::new();
+        for (i, mutation) in spec.mutations.iter().enumerate() {
+            let field = format!("spec.mutations[{i}]");
+            let compiled = match (
+                mutation.patch_type,
+                &mutation.json_patch,
+                &mutation.apply_configuration,
+            ) {
+                (PatchType::JsonPatch, Some(patch), None) => {
+                    CompiledMutation::JsonPatch(core.expression(
+                        source,
+                        &format!("{field}.jsonPatch.expression"),
+                        &patch.expression,
+                        true,
+                    )?)
+                }
+                (PatchType::ApplyConfiguration, None, Some(apply)) => {
+                    CompiledMutation::ApplyConfiguration(core.expression(
+                        source,
+                        &format!("{field}.applyConfiguration.expression"),
+                        &apply.expression,
+                        true,
+                    )?)
+                }
+                (PatchType::JsonPatch, _, _) => {
+                    return Err(PolicyError::at(
+                        source,
+                        field,
+                        "patchType JSONPatch needs jsonPatch and no applyConfiguration",
+                    ));
+                }
+                (PatchType::ApplyConfiguration, _, _) => {
+                    return Err(PolicyError::at(
+                        source,
+                        field,
+                        "patchType ApplyConfiguration needs applyConfiguration and no jsonPatch",
+                    ));
+                }
+            };
+            mutations.push(compiled);
+        }
+        Ok(MutatingPolicy {
+            core,
+            mutations,
+            reinvocation: spec.reinvocation_policy.unwrap_or_default(),
+            bindings: Vec::new(),
+        })
+    }
+
+    /// Adds a binding of this policy.
+    pub fn bind(
+        &mut self,
+        source: &DocumentSource,
+        document: &Document<MutatingBindingSpec>,
+    ) -> Result<(), PolicyError> {
+        let spec = &document.spec;
+        self.bindings.push(BindingCore::compile(
+            source,
+            &document.metadata.name,
+            &spec.param_ref,
+            &spec.match_resources,
+        )?);
+        Ok(())
+    }
+
+    /// Mutations of a bound policy.
+    pub fn rule_count(&self) -> usize {
+        if self.bindings.is_empty() {
+            0
+        } else {
+            self.mutations.len()
+        }
+    }
+}
+
+fn json_patch(
+    expression: &Expression,
+    result: &cel::Value,
+    object: &mut Json,
+) -> Result<(), String> {
+    let wrong = || {
+        format!(
+            "JSONPatch expression '{}' must return an array of JSONPatch",
+            expression.source()
+        )
+    };
+    let Ok(Json::Array(operations)) = cel_to_json(result) else {
+        return Err(wrong());
+    };
+    let mut patched = object.clone();
+    for operation in operations {
+        let Json::Object(mut fields) = operation else {
+            return Err(wrong());
+        };
+        let op = fields
+            .get("op")
+            .and_then(Json::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let path = fields
+            .get("path")
+            .and_then(Json::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let from = fields.get("from").and_then(Json::as_str).map(str::to_owned);
+        let value = fields.remove("value");
+        apply_operation(&mut patched, &op, &path, value, from.as_deref())
+            .map_err(|e| format!("JSONPatch: {e}"))?;
+    }
+    *object = patched;
+    Ok(())
+}
+
+/// Runs one policy (every matching binding and parameter); `None` when it does not match,
+/// else whether it changed the object.
+fn run_policy<'r>(
+    policy: &MutatingPolicy,
+    set: &AdmissionPolicies,
+    request: &'r AdmissionRequest,
+    namespaces: &dyn NamespaceLookup,
+    input: &mut Option<RequestInput<'r>>,
+    object: &mut Json,
+    decision: &mut Decision,
+) -> Option<bool> {
+    if policy.bindings.is_empty() || !policy.core.constraints.matches(request, namespaces) {
+        return None;
+    }
+    let name = &policy.core.name;
+    let fail = policy.core.failure_policy == FailurePolicy::Fail;
+    let mut changed = false;
+    for binding in &policy.bindings {
+        if !binding.matches(request, namespaces) {
+            continue;
+        }
+        let deny = |decision: &mut Decision, message: String| {
+            if fail {
+                decision.violations.push(Violation {
+                    policy: name.clone(),
+                    rule: binding.name.clone(),
+                    path: String::new(),
+                    message: format!(
+                        "policy '{name}' with binding '{}' denied request: {message}",
+                        binding.name
+                    ),
+                });
+            }
+        };
+        let params = match binding.params(&policy.core, &set.params, request) {
+            Ok(params) => params,
+            Err(error) => {
+                deny(decision, format!("failed to configure binding: {error}"));
+                continue;
+            }
+        };
+        let input = input.get_or_insert_with(|| RequestInput::new(request, namespaces));
+        for param in params {
+            let conditions = Scope::new(input, Some(&*object), param, &policy.core.variables)
+                .match_conditions(&policy.core.match_conditions);
+            match conditions {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(error) => {
+                    deny(decision, error);
+                    continue;
+                }
+            }
+            for mutation in &policy.mutations {
+                // Each mutation sees the object as the previous ones left it.
+                let (expression, apply) = match mutation {
+                    CompiledMutation::JsonPatch(e) => (e, false),
+                    CompiledMutation::ApplyConfiguration(e) => (e, true),
+                };
+                let value = Scope::new(input, Some(&*object), param, &policy.core.variables)
+                    .evaluate(expression);
+                let result = value.and_then(|value| {
+                    let mut patched = object.clone();
+                    if apply {
+                        let partial = match cel_to_json(&value) {
+                            Ok(partial @ Json::Object(_)) => partial,
+                            _ => {
+                                return Err(format!(
+                                    "ApplyConfiguration expression '{}' must return an Object",
+                                    expression.source()
+                                ));
+                            }
+                        };
+                        patched = merge_apply_configuration(&patched, &partial, &request.kind)
+                            .map_err(|e| format!("error applying patch: {e}"))?;
+                    } else {
+                        json_patch(expression, &value, &mut patched)?;
+                    }
+                    Ok(patched)
+                });
+                match result {
+                    Ok(patched) => {
+                        if patched != *object {
+                            *object = patched;
+                            changed = true;
+                        }
+                    }
+                    Err(error) => deny(decision, error),
+                }
+            }
+        }
+    }
+    Some(changed)
+}
+
+/// Runs every bound MutatingAdmissionPolicy, in document order, on `object`. A policy with
+/// `reinvocationPolicy: IfNeeded` runs once more when a policy after it changed the object.
+pub fn mutate(
+    set: &AdmissionPolicies,
+    request: &AdmissionRequest,
+    namespaces: &dyn NamespaceLookup,
+    mut object: Json,
+    decision: &mut Decision,
+) -> Json {
+    let mut input = None;
+    let mut ran_if_needed: Vec<usize> = Vec::new();
+    let mut reinvoke: Vec<usize> = Vec::new();
+    for (index, policy) in set.mutating.iter().enumerate() {
+        let Some(changed) = run_policy(
+            policy,
+            set,
+            request,
+            namespaces,
+            &mut input,
+            &mut object,
+            decision,
+        ) else {
+            continue;
+        };
+        if changed {
+            for earlier in ran_if_needed.drain(..) {
+                if !reinvoke.contains(&earlier) {
+                    reinvoke.push(earlier);
+                }
+            }
+        }
+        if policy.reinvocation == ReinvocationPolicy::IfNeeded {
+            ran_if_needed.push(index);
+        }
+    }
+    reinvoke.sort_unstable();
+    for index in reinvoke {
+        run_policy(
+            &set.mutating[index],
+            set,
+            request,
+            namespaces,
+            &mut input,
+            &mut object,
+            decision,
+        );
+    }
+    object
+}

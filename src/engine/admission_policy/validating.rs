@@ -1,0 +1,406 @@
+//! ValidatingAdmissionPolicy: validations, messages, audit annotations and the binding's
+//! validationActions, with the apiserver's wording
+//! (`k8s.io/apiserver/pkg/admission/plugin/policy/validating/{validator,dispatcher}.go`).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::types::{
+    Document, FailurePolicy, ValidatingBindingSpec, ValidatingPolicySpec, ValidationAction,
+};
+use super::{
+    AdmissionPolicies, BindingCore, Expression, PolicyCore, RequestInput, Scope, annotation_key,
+};
+use crate::admission::AdmissionRequest;
+use crate::engine::{Decision, NamespaceLookup, Violation};
+use crate::policy::{DocumentSource, PolicyError};
+
+/// The longest messageExpression result kept (`celconfig.MaxEvaluatedMessageExpressionSizeBytes`).
+const MAX_MESSAGE_BYTES: usize = 5 * 1024;
+/// The longest audit annotation value published.
+const MAX_AUDIT_VALUE_BYTES: usize = 10 * 1024;
+/// The audit annotation of failures under the `Audit` action.
+pub const VALIDATION_FAILURE_KEY: &str = "validation.policy.admission.k8s.io/validation_failure";
+
+struct CompiledValidation {
+    expression: Expression,
+    message: Option<String>,
+    message_expression: Option<Expression>,
+    reason: Option<String>,
+}
+
+pub(super) struct Binding {
+    core: BindingCore,
+    actions: Vec<ValidationAction>,
+}
+
+/// A compiled ValidatingAdmissionPolicy with its bindings.
+pub struct ValidatingPolicy {
+    pub(super) core: PolicyCore,
+    validations: Vec<CompiledValidation>,
+    audit_annotations: Vec<(String, Expression)>,
+    pub(super) bindings: Vec<Binding>,
+}
+
+impl ValidatingPolicy {
+    /// Compiles the policy document; bindings are added with [`ValidatingPolicy::bind`].
+    pub fn compile(
+        source: &DocumentSource,
+        document: &Document<ValidatingPolicySpec>,
+    ) -> Result<Self, PolicyError> {
+        let spec = &document.spec;
+        let core = PolicyCore::compile(
+            source,
+            &document.metadata.name,
+            &spec.param_kind,
+            &spec.match_constraints,
+            spec.failure_policy,
+            &spec.match_conditions,
+            &spec.variables,
+        )?;
+        if spec.validations.is_empty() && spec.audit_annotations.is_empty() {
+            return Err(PolicyError::at(
+                source,
+                "spec.validations",
+                "validations or auditAnnotations must contain at least one item",
+            ));
+        }
+        let mut validations = Vec::new();
+        for (i, validation) in spec.validations.iter().enumerate() {
+            let field = format!("spec.validations[{i}]");
+            let expression = core.expression(
+                source,
+                &format!("{field}.expression"),
+                &validation.expression,
+                false,
+            )?;
+            let message_expression = validation
+                .message_expression
+                .as_deref()
+                .map(|text| {
+                    core.expression(source, &format!("{field}.messageExpression"), text, false)
+                })
+                .transpose()?;
+            if let Some(message) = &validation.message
+                && message.contains('\n')
+            {
+                return Err(PolicyError::at(
+                    source,
+                    format!("{field}.message"),
+                    "message must not contain line breaks",
+                ));
+            }
+            validations.push(CompiledValidation {
+                expression,
+                message: validation.message.clone(),
+                message_expression,
+                reason: validation.reason.clone(),
+            });
+        }
+        let mut audit_annotations = Vec::new();
+        for (i, annotation) in spec.audit_annotations.iter().enumerate() {
+            let field = format!("spec.auditAnnotations[{i}]");
+            if annotation.key.is_empty()
+                || audit_annotations.iter().any(|(k, _)| k == &annotation.key)
+            {
+                return Err(PolicyError::at(
+                    source,
+                    format!("{field}.key"),
+                    "must be non-empty and unique",
+                ));
+            }
+            let expression = core.expression(
+                source,
+                &format!("{field}.valueExpression"),
+                &annotation.value_expression,
+                false,
+            )?;
+            audit_annotations.push((annotation.key.clone(), expression));
+        }
+        Ok(ValidatingPolicy {
+            core,
+            validations,
+            audit_annotations,
+            bindings: Vec::new(),
+        })
+    }
+
+    /// Adds a binding of this policy.
+    pub fn bind(
+        &mut self,
+        source: &DocumentSource,
+        document: &Document<ValidatingBindingSpec>,
+    ) -> Result<(), PolicyError> {
+        let spec = &document.spec;
+        let actions = &spec.validation_actions;
+        if actions.is_empty() {
+            return Err(PolicyError::at(
+                source,
+                "spec.validationActions",
+                "required: at least one of Deny, Warn, Audit",
+            ));
+        }
+        for (i, action) in actions.iter().enumerate() {
+            if actions[..i].contains(action) {
+                return Err(PolicyError::at(
+                    source,
+                    format!("spec.validationActions[{i}]"),
+                    format!("duplicate action {action:?}"),
+                ));
+            }
+        }
+        if actions.contains(&ValidationAction::Deny) && actions.contains(&ValidationAction::Warn) {
+            return Err(PolicyError::at(
+                source,
+                "spec.validationActions",
+                "must not contain both Deny and Warn (repeating the same validation failure \
+                 information in the API response and headers serves no purpose)",
+            ));
+        }
+        let core = BindingCore::compile(
+            source,
+            &document.metadata.name,
+            &spec.param_ref,
+            &spec.match_resources,
+        )?;
+        self.bindings.push(Binding {
+            core,
+            actions: actions.clone(),
+        });
+        Ok(())
+    }
+
+    /// Validations and audit annotations of a bound policy.
+    pub fn rule_count(&self) -> usize {
+        if self.bindings.is_empty() {
+            0
+        } else {
+            self.validations.len() + self.audit_annotations.len()
+        }
+    }
+}
+
+/// One failed (or errored) validation, before the binding's actions route it.
+struct Failure {
+    message: String,
+    reason: Option<String>,
+    index: usize,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ValidationFailureValue<'a> {
+    message: &'a str,
+    policy: &'a str,
+    binding: &'a str,
+    expression_index: usize,
+    validation_actions: &'a [ValidationAction],
+}
+
+fn truncate(text: &str, limit: usize) -> &str {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+fn message_for(validation: &CompiledValidation, scope: &Scope<'_>) -> String {
+    let mut message = String::new();
+    if let Some(expression) = &validation.message_expression
+        && let Ok(cel::Value::String(text)) = scope.evaluate(expression)
+    {
+        let text = text.trim();
+        if text.len() <= MAX_MESSAGE_BYTES && !text.contains('\n') {
+            message = text.to_owned();
+        }
+    }
+    if message.is_empty()
+        && let Some(text) = &validation.message
+    {
+        message = text.trim().to_owned();
+    }
+    if message.is_empty() {
+        message = format!(
+            "failed expression: {}",
+            validation.expression.source().trim()
+        );
+    }
+    message
+}
+
+/// Runs every bound ValidatingAdmissionPolicy on `request`.
+pub fn validate(
+    set: &AdmissionPolicies,
+    request: &AdmissionRequest,
+    namespaces: &dyn NamespaceLookup,
+    decision: &mut Decision,
+) {
+    let mut input: Option<RequestInput> = None;
+    for policy in &set.validating {
+        if policy.bindings.is_empty() || !policy.core.constraints.matches(request, namespaces) {
+            continue;
+        }
+        let name = &policy.core.name;
+        let fail = policy.core.failure_policy == FailurePolicy::Fail;
+        // Audit annotation values per key, for this policy, across its bindings.
+        let mut annotations: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for binding in &policy.bindings {
+            if !binding.core.matches(request, namespaces) {
+                continue;
+            }
+            let deny_binding = |decision: &mut Decision, message: String| {
+                decision.violations.push(Violation {
+                    policy: name.clone(),
+                    rule: binding.core.name.clone(),
+                    path: String::new(),
+                    message: format!(
+                        "ValidatingAdmissionPolicy '{name}' with binding '{}' denied request: {message}",
+                        binding.core.name
+                    ),
+                });
+            };
+            let params = match binding.core.params(&policy.core, &set.params, request) {
+                Ok(params) => params,
+                Err(error) => {
+                    if fail {
+                        deny_binding(decision, format!("failed to configure binding: {error}"));
+                    }
+                    continue;
+                }
+            };
+            let input = input.get_or_insert_with(|| RequestInput::new(request, namespaces));
+            for param in params {
+                let scope = Scope::new(
+                    input,
+                    request.object.as_ref(),
+                    param,
+                    &policy.core.variables,
+                );
+                let mut failures = Vec::new();
+                match scope.match_conditions(&policy.core.match_conditions) {
+                    Ok(false) => continue,
+                    Ok(true) => {
+                        for (index, validation) in policy.validations.iter().enumerate() {
+                            let error = match scope.evaluate(&validation.expression) {
+                                Ok(cel::Value::Bool(true)) => continue,
+                                Ok(cel::Value::Bool(false)) => {
+                                    failures.push(Failure {
+                                        message: message_for(validation, &scope),
+                                        reason: validation.reason.clone(),
+                                        index,
+                                    });
+                                    continue;
+                                }
+                                Ok(other) => format!(
+                                    "expression '{}' resulted in error: expected bool, got {}",
+                                    validation.expression.source(),
+                                    super::expression::type_name(&other)
+                                ),
+                                Err(error) => error,
+                            };
+                            if fail {
+                                failures.push(Failure {
+                                    message: error,
+                                    reason: None,
+                                    index,
+                                });
+                            }
+                        }
+                    }
+                    Err(error) => {
+                        if fail {
+                            failures.push(Failure {
+                                message: error,
+                                reason: None,
+                                index: 0,
+                            });
+                        }
+                    }
+                }
+                for failure in failures {
+                    route(policy, binding, failure, decision, &deny_binding);
+                }
+                for (key, expression) in &policy.audit_annotations {
+                    let error = match scope.evaluate(expression) {
+                        Ok(cel::Value::String(value)) => {
+                            let value = value.trim();
+                            if !value.is_empty() {
+                                let value = truncate(value, MAX_AUDIT_VALUE_BYTES).to_owned();
+                                let values = annotations.entry(key).or_default();
+                                if !values.contains(&value) {
+                                    values.push(value);
+                                }
+                            }
+                            continue;
+                        }
+                        Ok(cel::Value::Null) => continue,
+                        Ok(other) => format!(
+                            "valueExpression '{}' resulted in unsupported return type: {}. \
+                             Return type must be either string or null.",
+                            expression.source(),
+                            super::expression::type_name(&other)
+                        ),
+                        Err(error) => error,
+                    };
+                    if fail {
+                        deny_binding(decision, error);
+                    }
+                }
+            }
+        }
+        for (key, values) in annotations {
+            decision
+                .audit_annotations
+                .insert(annotation_key(&format!("{name}/{key}")), values.join(", "));
+        }
+    }
+}
+
+fn route(
+    policy: &ValidatingPolicy,
+    binding: &Binding,
+    failure: Failure,
+    decision: &mut Decision,
+    deny: &dyn Fn(&mut Decision, String),
+) {
+    let name = &policy.core.name;
+    for action in &binding.actions {
+        match action {
+            ValidationAction::Deny => {
+                // The status reason (`Invalid` → 422 by default) is not carried by a
+                // Violation; the denial is a 403 with the apiserver's message.
+                let _ = &failure.reason;
+                deny(decision, failure.message.clone());
+            }
+            ValidationAction::Warn => decision.warnings.push(format!(
+                "Validation failed for ValidatingAdmissionPolicy '{name}' with binding '{}': {}",
+                binding.core.name, failure.message
+            )),
+            ValidationAction::Audit => {
+                let value = ValidationFailureValue {
+                    message: &failure.message,
+                    policy: name,
+                    binding: &binding.core.name,
+                    expression_index: failure.index,
+                    validation_actions: &binding.actions,
+                };
+                let key = annotation_key(VALIDATION_FAILURE_KEY);
+                // Serialized from the struct, so the fields keep the apiserver's order.
+                let item = serde_json::to_string(&value).unwrap_or_default();
+                // The apiserver keeps one failure per request; we keep every one, in the list.
+                let list = match decision.audit_annotations.get(&key) {
+                    Some(existing) if existing.ends_with(']') => {
+                        format!("{},{item}]", &existing[..existing.len() - 1])
+                    }
+                    _ => format!("[{item}]"),
+                };
+                decision.audit_annotations.insert(key, list);
+            }
+        }
+    }
+}

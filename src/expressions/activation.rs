@@ -1,0 +1,322 @@
+//! What a program evaluates against: the request's values and the lazily evaluated
+//! `variables`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cel::common::types::{CelMap, CelMapKey, CelNull};
+use cel::common::value::{CowVal, Val};
+use cel::context::VariableResolver;
+use cel::{ExecutionError, Value};
+
+use super::{CelEvalError, convert, eval_error};
+
+/// Evaluates the composition variable `name` (VAP `spec.variables`) for an activation.
+pub type VariableEvaluator<'a> =
+    dyn Fn(&str, &Activation<'a>) -> Result<Value, CelEvalError> + Send + Sync + 'a;
+
+/// One authorization question, as `authorizer.group(..).resource(..)...check(verb)` builds it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuthorizationCheck {
+    /// `authorizer.path(p)`: a non-resource URL; empty for resource checks.
+    pub path: String,
+    /// API group, `""` for the core group.
+    pub group: String,
+    /// Resource, e.g. `deployments`.
+    pub resource: String,
+    /// Subresource, e.g. `status`.
+    pub subresource: String,
+    /// Namespace, empty for cluster-scoped checks.
+    pub namespace: String,
+    /// Object name, empty for all.
+    pub name: String,
+    /// The verb given to `check`.
+    pub verb: String,
+    /// `authorizer.serviceAccount(ns, name)`: the user asked about; empty for the requester.
+    pub service_account: Option<(String, String)>,
+}
+
+/// The answer to an [`AuthorizationCheck`]: `allowed()`, `reason()`, `errored()`, `error()`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuthorizationDecision {
+    /// `allowed()`.
+    pub allowed: bool,
+    /// `reason()`.
+    pub reason: String,
+    /// `error()`; `errored()` is true when it is not empty.
+    pub error: String,
+}
+
+/// Answers `authorizer` checks (a SubjectAccessReview, in a cluster).
+pub trait Authorizer: Send + Sync {
+    /// Decides `check` for the requesting user.
+    fn authorize(&self, check: &AuthorizationCheck) -> AuthorizationDecision;
+}
+
+thread_local! {
+    /// The composition variables being evaluated on this thread, by activation address.
+    static EVALUATING: std::cell::RefCell<Vec<(usize, String)>> = const {
+        std::cell::RefCell::new(Vec::new())
+    };
+}
+
+/// Slots of the fixed admission variables.
+const SLOTS: [&str; 5] = [
+    "object",
+    "oldObject",
+    "request",
+    "params",
+    "namespaceObject",
+];
+
+struct LazyVariable<'a> {
+    name: String,
+    value: OnceLock<Result<Box<dyn Val + 'a>, CelEvalError>>,
+}
+
+/// The values one evaluation sees. Unset admission variables are `null`, as on CREATE
+/// (`oldObject`) or without a param kind (`params`). Variables from [`Activation::variables`]
+/// are evaluated the first time an expression references them and cached for the life of
+/// the activation (one request); an error propagates only to expressions that reference it.
+pub struct Activation<'a> {
+    slots: [Option<Box<dyn Val + 'a>>; 5],
+    extra: Vec<(String, Box<dyn Val + 'a>)>,
+    lazy: Vec<LazyVariable<'a>>,
+    evaluator: Option<Box<VariableEvaluator<'a>>>,
+    authorizer: Option<Box<dyn Val + 'a>>,
+    failed: Mutex<Option<CelEvalError>>,
+    fail_bare_variables: AtomicBool,
+}
+
+impl Default for Activation<'_> {
+    fn default() -> Self {
+        Activation::new()
+    }
+}
+
+impl std::fmt::Debug for Activation<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Activation")
+            .field("slots", &self.slots)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Activation<'a> {
+    /// An activation where every variable is `null`.
+    pub fn new() -> Self {
+        Activation {
+            slots: Default::default(),
+            extra: Vec::new(),
+            lazy: Vec::new(),
+            evaluator: None,
+            authorizer: None,
+            failed: Mutex::new(None),
+            fail_bare_variables: AtomicBool::new(false),
+        }
+    }
+
+    /// Binds `object`, borrowing the JSON (converted once, strings not copied).
+    #[must_use]
+    pub fn object(self, json: &'a serde_json::Value) -> Self {
+        self.json("object", json)
+    }
+
+    /// Binds `oldObject`.
+    #[must_use]
+    pub fn old_object(self, json: &'a serde_json::Value) -> Self {
+        self.json("oldObject", json)
+    }
+
+    /// Binds `request` (the AdmissionRequest as JSON).
+    #[must_use]
+    pub fn request(self, json: &'a serde_json::Value) -> Self {
+        self.json("request", json)
+    }
+
+    /// Binds `params`.
+    #[must_use]
+    pub fn params(self, json: &'a serde_json::Value) -> Self {
+        self.json("params", json)
+    }
+
+    /// Binds `namespaceObject`.
+    #[must_use]
+    pub fn namespace_object(self, json: &'a serde_json::Value) -> Self {
+        self.json("namespaceObject", json)
+    }
+
+    /// Binds any variable to JSON (converted once, borrowed).
+    #[must_use]
+    pub fn json(self, name: &str, json: &'a serde_json::Value) -> Self {
+        self.val(name, convert::json_to_val(json))
+    }
+
+    /// Binds any variable to a CEL value (e.g. an object built by a mutation).
+    pub fn value(self, name: &str, value: Value) -> Result<Self, CelEvalError> {
+        let val: Box<dyn Val> = value.try_into().map_err(|e| eval_error(&e))?;
+        Ok(self.val(name, val))
+    }
+
+    fn val(mut self, name: &str, val: Box<dyn Val + 'a>) -> Self {
+        match SLOTS.iter().position(|slot| *slot == name) {
+            Some(i) => self.slots[i] = Some(val),
+            None => {
+                self.extra.retain(|(n, _)| n != name);
+                self.extra.push((name.to_owned(), val));
+            }
+        }
+        self
+    }
+
+    /// Declares the composition variables `names`, evaluated on first reference by
+    /// `evaluator` (which typically runs another [`super::CelProgram`] against this same
+    /// activation). Variables may reference earlier ones; a cycle is the caller's to reject.
+    #[must_use]
+    pub fn variables<S: Into<String>>(
+        mut self,
+        names: impl IntoIterator<Item = S>,
+        evaluator: impl Fn(&str, &Activation<'a>) -> Result<Value, CelEvalError> + Send + Sync + 'a,
+    ) -> Self {
+        self.lazy = names
+            .into_iter()
+            .map(|name| LazyVariable {
+                name: name.into(),
+                value: OnceLock::new(),
+            })
+            .collect();
+        self.evaluator = Some(Box::new(evaluator));
+        self
+    }
+
+    /// Binds `authorizer` to `authorizer`; `request_resource` (the request's group, resource,
+    /// subresource, namespace and name) is what `authorizer.requestResource` checks.
+    #[must_use]
+    pub fn authorizer(
+        mut self,
+        authorizer: Arc<dyn Authorizer>,
+        request_resource: Option<AuthorizationCheck>,
+    ) -> Self {
+        self.authorizer = Some(super::library::authorizer_value(
+            authorizer,
+            request_resource,
+        ));
+        self
+    }
+
+    /// The value of composition variable `name`, evaluated now if not yet. A variable that
+    /// references itself, directly or through others, is an error rather than a deadlock.
+    pub fn variable(&self, name: &str) -> Option<Result<&(dyn Val + 'a), CelEvalError>> {
+        let slot = self.lazy.iter().find(|v| v.name == name)?;
+        if let Some(result) = slot.value.get() {
+            return Some(result.as_ref().map(|b| &**b).map_err(Clone::clone));
+        }
+        let key = (std::ptr::from_ref(self).addr(), name.to_owned());
+        let cycle = EVALUATING.with(|stack| {
+            let mut stack = stack.borrow_mut();
+            let cycle = stack.contains(&key);
+            if !cycle {
+                stack.push(key.clone());
+            }
+            cycle
+        });
+        if cycle {
+            return Some(Err(CelEvalError::runtime(format!(
+                "variable '{name}' references itself"
+            ))));
+        }
+        let result = slot.value.get_or_init(|| {
+            let evaluator = self
+                .evaluator
+                .as_ref()
+                .expect("lazy variables have an evaluator");
+            let value = evaluator(name, self)?;
+            let val: Box<dyn Val> = value.try_into().map_err(|e| eval_error(&e))?;
+            Ok(val)
+        });
+        EVALUATING.with(|stack| stack.borrow_mut().retain(|k| *k != key));
+        Some(result.as_ref().map(|b| &**b).map_err(Clone::clone))
+    }
+
+    pub(super) fn resolver(&self) -> ActivationResolver<'_, 'a> {
+        ActivationResolver { activation: self }
+    }
+
+    /// The error to report for `error`: a variable's own error when referencing it failed.
+    pub(super) fn explain(&self, error: ExecutionError) -> CelEvalError {
+        if let ExecutionError::UndeclaredReference(name) = &error
+            && name.as_str() == "variables"
+            && let Some(failed) = self.failed.lock().ok().and_then(|f| f.clone())
+        {
+            return failed;
+        }
+        eval_error(&error)
+    }
+
+    fn record(&self, error: &CelEvalError) {
+        if let Ok(mut failed) = self.failed.lock() {
+            *failed = Some(error.clone());
+        }
+        self.fail_bare_variables.store(true, Ordering::Relaxed);
+    }
+}
+
+pub(super) struct ActivationResolver<'x, 'a> {
+    activation: &'x Activation<'a>,
+}
+
+impl VariableResolver for ActivationResolver<'_, '_> {
+    fn resolve<'b>(&'b self, variable: &str) -> Option<CowVal<'b, 'b>> {
+        let activation = self.activation;
+        if let Some(i) = SLOTS.iter().position(|slot| *slot == variable) {
+            return Some(match &activation.slots[i] {
+                Some(val) => CowVal::Borrowed(&**val),
+                None => CowVal::owned(CelNull),
+            });
+        }
+        if let Some(name) = variable.strip_prefix("variables.") {
+            return match activation.variable(name)? {
+                Ok(val) => Some(CowVal::Borrowed(val)),
+                Err(error) => {
+                    activation.record(&error);
+                    None
+                }
+            };
+        }
+        match variable {
+            "variables" => {
+                if activation
+                    .fail_bare_variables
+                    .swap(false, Ordering::Relaxed)
+                {
+                    return None;
+                }
+                let mut map = std::collections::HashMap::new();
+                for lazy in &activation.lazy {
+                    match activation.variable(&lazy.name)? {
+                        Ok(val) => {
+                            map.insert(CelMapKey::from(lazy.name.clone()), val.clone_as_boxed());
+                        }
+                        Err(error) => {
+                            activation.record(&error);
+                            activation
+                                .fail_bare_variables
+                                .store(false, Ordering::Relaxed);
+                            return None;
+                        }
+                    }
+                }
+                Some(CowVal::owned(CelMap::from(map)))
+            }
+            "authorizer" => Some(match &activation.authorizer {
+                Some(val) => CowVal::Borrowed(&**val),
+                None => CowVal::owned(CelNull),
+            }),
+            _ => activation
+                .extra
+                .iter()
+                .find(|(n, _)| n == variable)
+                .map(|(_, val)| CowVal::Borrowed(&**val)),
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! `format.named()`, `format.<name>()` and `validate()`: the named formats of Kubernetes
+//! (apimachinery validation messages, word for word).
+
+use super::*;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct NamedFormat(&'static str);
+
+impl Opaque for NamedFormat {
+    fn runtime_type_name(&self) -> &str {
+        "kubernetes.NamedFormat"
+    }
+}
+
+pub(super) const DNS1123_LABEL: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
+pub(super) const DNS1123_SUBDOMAIN: &str =
+    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+pub(super) const DNS1035_LABEL: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
+pub(super) const QUALIFIED_NAME: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
+pub(super) const UUID: &str =
+    "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
+
+pub(super) const FORMATS: &[&str] = &[
+    "dns1123Label",
+    "dns1123Subdomain",
+    "dns1035Label",
+    "qualifiedName",
+    "dns1123LabelPrefix",
+    "dns1123SubdomainPrefix",
+    "dns1035LabelPrefix",
+    "labelValue",
+    "uri",
+    "uuid",
+    "byte",
+    "date",
+    "datetime",
+];
+
+macro_rules! format_constructors {
+    ($($name:literal),*) => {
+        &[$(($name, {
+            fn f<'b, 'v>(_: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+                let out: Box<dyn Val> = wrap(NamedFormat($name)).try_into()?;
+                Ok(CowVal::Owned(out))
+            }
+            f as cel::common::functions::Function
+        })),*]
+    };
+}
+
+pub(super) const FORMAT_CONSTRUCTORS: &[(&str, cel::common::functions::Function)] = format_constructors!(
+    "dns1123Label",
+    "dns1123Subdomain",
+    "dns1035Label",
+    "qualifiedName",
+    "dns1123LabelPrefix",
+    "dns1123SubdomainPrefix",
+    "dns1035LabelPrefix",
+    "labelValue",
+    "uri",
+    "uuid",
+    "byte",
+    "date",
+    "datetime"
+);
+
+pub(super) fn format_named(args: &[Value]) -> Fallible {
+    let name = str_arg("format.named", args, 0)?;
+    Ok(optional(
+        FORMATS
+            .iter()
+            .find(|f| **f == name)
+            .map(|f| wrap(NamedFormat(f))),
+    ))
+}
+
+pub(super) fn full_match(pattern: &str, s: &str) -> bool {
+    with_regex("validate", &format!("^(?:{pattern})$"), |re| re.is_match(s)).unwrap_or(false)
+}
+
+pub(super) fn max_len(errors: &mut Vec<String>, s: &str, max: usize) {
+    if s.len() > max {
+        errors.push(format!("must be no more than {max} characters"));
+    }
+}
+
+pub(super) fn dns_label(errors: &mut Vec<String>, s: &str) {
+    max_len(errors, s, 63);
+    if !full_match(DNS1123_LABEL, s) {
+        errors.push(format!("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '{DNS1123_LABEL}')"));
+    }
+}
+
+pub(super) fn dns_subdomain(errors: &mut Vec<String>, s: &str) {
+    max_len(errors, s, 253);
+    if !full_match(DNS1123_SUBDOMAIN, s) {
+        errors.push(format!("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '{DNS1123_SUBDOMAIN}')"));
+    }
+}
+
+pub(super) fn dns1035(errors: &mut Vec<String>, s: &str) {
+    max_len(errors, s, 63);
+    if !full_match(DNS1035_LABEL, s) {
+        errors.push(format!("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '{DNS1035_LABEL}')"));
+    }
+}
+
+/// A generated-name prefix may end in `-`: validate as if it ended in `a`.
+pub(super) fn mask_trailing_dash(s: &str) -> String {
+    match s.strip_suffix('-') {
+        Some(head) if s.len() > 1 => format!("{head}a"),
+        _ => s.to_owned(),
+    }
+}
+
+pub(super) fn qualified_name(errors: &mut Vec<String>, s: &str) {
+    let (prefix, name) = match s.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, s),
+    };
+    if s.matches('/').count() > 1 {
+        errors.push(format!("a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{QUALIFIED_NAME}') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"));
+        return;
+    }
+    if let Some(prefix) = prefix {
+        if prefix.is_empty() {
+            errors.push("prefix part must be non-empty".to_owned());
+        } else {
+            let mut sub = Vec::new();
+            dns_subdomain(&mut sub, prefix);
+            errors.extend(sub.into_iter().map(|e| format!("prefix part {e}")));
+        }
+    }
+    if name.is_empty() {
+        errors.push("name part must be non-empty".to_owned());
+    } else if name.len() > 63 {
+        errors.push("name part must be no more than 63 characters".to_owned());
+    }
+    if !name.is_empty() && !full_match(QUALIFIED_NAME, name) {
+        errors.push(format!("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{QUALIFIED_NAME}')"));
+    }
+}
+
+pub(super) fn format_validate(args: &[Value]) -> Fallible {
+    let Some(NamedFormat(name)) = args.first().and_then(opaque::<NamedFormat>) else {
+        return Err(no_overload("validate", args));
+    };
+    let s = str_arg("validate", args, 1)?;
+    let mut errors = Vec::new();
+    match *name {
+        "dns1123Label" => dns_label(&mut errors, s),
+        "dns1123Subdomain" => dns_subdomain(&mut errors, s),
+        "dns1035Label" => dns1035(&mut errors, s),
+        "dns1123LabelPrefix" => dns_label(&mut errors, &mask_trailing_dash(s)),
+        "dns1123SubdomainPrefix" => dns_subdomain(&mut errors, &mask_trailing_dash(s)),
+        "dns1035LabelPrefix" => dns1035(&mut errors, &mask_trailing_dash(s)),
+        "qualifiedName" => qualified_name(&mut errors, s),
+        "labelValue" => {
+            max_len(&mut errors, s, 63);
+            if !s.is_empty() && !full_match(QUALIFIED_NAME, s) {
+                errors.push("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')".to_owned());
+            }
+        }
+        "uri" => {
+            if parse_url(s).is_err() {
+                errors.push("invalid URI".to_owned());
+            }
+        }
+        "uuid" => {
+            if !full_match(UUID, s) {
+                errors.push("does not match the UUID format".to_owned());
+            }
+        }
+        "byte" => {
+            use base64::Engine;
+            if base64::engine::general_purpose::STANDARD.decode(s).is_err() {
+                errors.push("invalid base64".to_owned());
+            }
+        }
+        "date" => {
+            if !valid_date(s) {
+                errors.push("invalid date".to_owned());
+            }
+        }
+        _ => {
+            if !valid_datetime(s) {
+                errors.push("invalid datetime".to_owned());
+            }
+        }
+    }
+    Ok(optional((!errors.is_empty()).then(|| {
+        Value::List(Arc::new(
+            errors
+                .into_iter()
+                .map(|e| Value::String(Arc::new(e)))
+                .collect(),
+        ))
+    })))
+}
+
+/// `YYYY-MM-DD` naming a real day.
+pub(super) fn valid_date(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    let [y, m, d] = parts.as_slice() else {
+        return false;
+    };
+    if y.len() != 4 || m.len() != 2 || d.len() != 2 {
+        return false;
+    }
+    let (Ok(y), Ok(m), Ok(d)) = (y.parse::<i32>(), m.parse::<u8>(), d.parse::<u8>()) else {
+        return false;
+    };
+    time::Month::try_from(m)
+        .and_then(|m| time::Date::from_calendar_date(y, m, d))
+        .is_ok()
+}
+
+/// RFC 3339 date-time: `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`.
+pub(super) fn valid_datetime(s: &str) -> bool {
+    let Some((date, rest)) = s.split_once(['T', 't']) else {
+        return false;
+    };
+    const TIME: &str = r"^([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?([zZ]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$";
+    valid_date(date) && with_regex("validate", TIME, |re| re.is_match(rest)).unwrap_or(false)
+}

@@ -1,0 +1,91 @@
+//! Regular expressions: `find`, `findAll`, and `matches`, with each pattern compiled once per
+//! thread and cached (the `cel` crate's own `matches` recompiles on every call).
+
+use super::*;
+
+/// Compiled regexes, per thread (no lock on the hot path), cleared when full.
+pub(super) const REGEX_CACHE_SIZE: usize = 256;
+
+thread_local! {
+    static REGEXES: RefCell<HashMap<String, regex::Regex>> = RefCell::new(HashMap::new());
+}
+
+pub(super) fn with_regex<T>(
+    function: &str,
+    pattern: &str,
+    f: impl FnOnce(&regex::Regex) -> T,
+) -> Result<T, ExecutionError> {
+    REGEXES.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if let Some(re) = cache.get(pattern) {
+            return Ok(f(re));
+        }
+        let re = regex::Regex::new(pattern).map_err(|e| {
+            fail(
+                function,
+                format!(
+                    "error parsing regexp: {}",
+                    e.to_string().lines().last().unwrap_or_default().trim()
+                ),
+            )
+        })?;
+        let out = f(&re);
+        if cache.len() >= REGEX_CACHE_SIZE {
+            cache.clear();
+        }
+        cache.insert(pattern.to_owned(), re);
+        Ok(out)
+    })
+}
+
+/// How many regexes this thread has compiled and kept.
+#[cfg(test)]
+pub(crate) fn cached_regexes() -> usize {
+    REGEXES.with(|cache| cache.borrow().len())
+}
+
+pub(super) fn regex_matches<'b, 'v>(
+    args: Vec<CowVal<'b, 'v>>,
+) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let (Some(text), Some(pattern)) = (
+        args.first().and_then(|a| <&str>::try_from(a.as_ref()).ok()),
+        args.get(1).and_then(|a| <&str>::try_from(a.as_ref()).ok()),
+    ) else {
+        return Err(ExecutionError::no_such_overload(
+            "matches",
+            args.iter()
+                .map(|a| a.get_type().name().to_owned())
+                .collect(),
+        ));
+    };
+    let matched = with_regex("matches", pattern, |re| re.is_match(text))?;
+    Ok(CowVal::owned(cel::common::types::CelBool::from(matched)))
+}
+
+pub(super) fn regex_find(args: &[Value]) -> Fallible {
+    let (text, pattern) = (str_arg("find", args, 0)?, str_arg("find", args, 1)?);
+    with_regex("find", pattern, |re| {
+        Value::String(Arc::new(
+            re.find(text)
+                .map(|m| m.as_str().to_owned())
+                .unwrap_or_default(),
+        ))
+    })
+}
+
+pub(super) fn regex_find_all(args: &[Value]) -> Fallible {
+    let (text, pattern) = (str_arg("findAll", args, 0)?, str_arg("findAll", args, 1)?);
+    let limit = match args.get(2) {
+        Some(Value::Int(n)) if *n >= 0 => *n as usize,
+        Some(Value::Int(_)) | None => usize::MAX,
+        Some(_) => return Err(no_overload("findAll", args)),
+    };
+    with_regex("findAll", pattern, |re| {
+        Value::List(Arc::new(
+            re.find_iter(text)
+                .take(limit)
+                .map(|m| Value::String(Arc::new(m.as_str().to_owned())))
+                .collect(),
+        ))
+    })
+}

@@ -1,0 +1,372 @@
+//! CEL for Kubernetes admission: the environment ValidatingAdmissionPolicy and
+//! MutatingAdmissionPolicy define, compiled once and evaluated per request.
+//!
+//! - [`CelEnvironment::kubernetes`] declares the top-level variables (`object`, `oldObject`,
+//!   `request`, `params`, `namespaceObject`, `variables`, `authorizer`) and registers the
+//!   Kubernetes libraries on top of what the `cel` crate provides (see [`library`]).
+//! - [`CelEnvironment::compile`] parses with optional syntax on, rejects sources over
+//!   [`CelLimits::max_source_bytes`], and checks statically that every variable and function
+//!   referenced is declared and called with a valid number of arguments.
+//! - [`CelProgram::evaluate`] runs against an [`Activation`]: the request's values, converted
+//!   from JSON once and borrowed (strings are not copied), plus lazily evaluated `variables`.
+//!   Every comprehension's range is charged to an iteration budget and a deadline
+//!   ([`CelLimits`]), so a pathological expression ends with an error instead of stalling.
+//!
+//! Limits (defaults, see [`CelLimits`]): 64 KiB of source, nesting depth 64, 1 000 000
+//! comprehension iterations per evaluation (nested ones multiply; a `cel.bind` is charged the
+//! size of what it binds), 100 ms of evaluation time.
+
+mod activation;
+mod check;
+mod convert;
+pub mod library;
+mod macros;
+
+use std::cell::Cell;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cel::common::ast::SourceInfo;
+use cel::parser::Expression;
+use cel::{Context, Env, ExecutionError};
+
+pub use activation::{Activation, AuthorizationCheck, AuthorizationDecision, Authorizer};
+pub use convert::{cel_to_json, json_to_cel, json_to_val};
+
+/// The top-level variables of the admission environment (VAP; MAP adds none).
+pub const ADMISSION_VARIABLES: &[&str] = &[
+    "object",
+    "oldObject",
+    "request",
+    "params",
+    "namespaceObject",
+    "variables",
+    "authorizer",
+];
+
+/// Bounds on what a program may be and do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CelLimits {
+    /// Largest accepted source, in bytes (default 64 KiB).
+    pub max_source_bytes: usize,
+    /// Comprehension iterations one evaluation may perform, nested ones included, counted as
+    /// the size of each range a comprehension iterates (default 1 000 000).
+    pub max_iterations: u64,
+    /// Wall-clock time one evaluation may take, checked at each comprehension (default 100 ms).
+    pub max_eval_time: Duration,
+    /// Deepest nesting the parser accepts (default 64; the `cel` parser's own default is 96).
+    /// Parsing and evaluating recurse: measured here, release builds handle nesting of 95
+    /// within a 2 MiB thread stack (a tokio worker's), debug builds overflow 2 MiB from about
+    /// 20 levels of parentheses, so tests that compile deep expressions need a larger stack.
+    pub max_nesting: u16,
+}
+
+impl Default for CelLimits {
+    fn default() -> Self {
+        CelLimits {
+            max_source_bytes: 64 * 1024,
+            max_iterations: 1_000_000,
+            max_eval_time: Duration::from_millis(100),
+            max_nesting: 64,
+        }
+    }
+}
+
+/// The declared variables, the function registry and the limits: built once, shared by every
+/// program it compiles.
+pub struct CelEnvironment {
+    env: Arc<Env>,
+    variables: Vec<String>,
+    limits: CelLimits,
+}
+
+impl std::fmt::Debug for CelEnvironment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CelEnvironment")
+            .field("variables", &self.variables)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A compile error: the message names the expression and the position (`<input>:line:column`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct CelCompileError {
+    /// Kubernetes-style text, e.g. `ERROR: <input>:1:1: undeclared reference to 'foo' (in
+    /// container '')`, followed by the source line and a caret.
+    pub message: String,
+}
+
+/// An evaluation error, worded like Kubernetes' where practical (`no such key: foo`,
+/// `no matching overload for 'x' applied to '(int, string)'`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CelEvalError {
+    /// The iteration budget or the deadline ran out.
+    #[error("operation cancelled: {0}")]
+    Cancelled(String),
+    /// Any other runtime error.
+    #[error("{0}")]
+    Runtime(String),
+}
+
+impl CelEvalError {
+    pub(crate) fn runtime(message: impl Into<String>) -> Self {
+        CelEvalError::Runtime(message.into())
+    }
+}
+
+/// A compiled expression: immutable, `Send + Sync`, cheap to evaluate many times.
+pub struct CelProgram {
+    expression: Expression,
+    env: Arc<Env>,
+    limits: CelLimits,
+    source: Arc<str>,
+}
+
+impl std::fmt::Debug for CelProgram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CelProgram")
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CelEnvironment {
+    /// The admission environment: [`ADMISSION_VARIABLES`], the Kubernetes libraries, default
+    /// [`CelLimits`].
+    pub fn kubernetes() -> Self {
+        Self::with_variables(ADMISSION_VARIABLES.iter().copied(), CelLimits::default())
+    }
+
+    /// An environment declaring `variables` (plus the libraries), for callers that bind other
+    /// names (tests, `matchConditions` with a subset).
+    pub fn with_variables<'s>(
+        variables: impl IntoIterator<Item = &'s str>,
+        limits: CelLimits,
+    ) -> Self {
+        let mut env = Env::stdlib();
+        library::register(&mut env);
+        macros::register(&mut env);
+        CelEnvironment {
+            env: Arc::new(env),
+            variables: variables.into_iter().map(str::to_owned).collect(),
+            limits,
+        }
+    }
+
+    /// Replaces the limits.
+    #[must_use]
+    pub fn limits(mut self, limits: CelLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The declared top-level variables.
+    pub fn variables(&self) -> &[String] {
+        &self.variables
+    }
+
+    /// Parses `source` (optional syntax on), enforces the size limit and the static checks
+    /// (declared variables and functions, argument counts), and instruments comprehensions
+    /// for the evaluation budget. MAP's `Object{...}` and `JSONPatch{...}` literals evaluate
+    /// to maps (see [`cel_to_json`]).
+    pub fn compile(&self, source: &str) -> Result<CelProgram, CelCompileError> {
+        self.compile_checked(source, None)
+    }
+
+    /// Like [`CelEnvironment::compile`], and also checks that every `variables.<name>` names
+    /// one of `composition_variables` (VAP `spec.variables` declared so far), as Kubernetes
+    /// does (`undefined field 'name'`).
+    pub fn compile_with_variables(
+        &self,
+        source: &str,
+        composition_variables: &[&str],
+    ) -> Result<CelProgram, CelCompileError> {
+        self.compile_checked(source, Some(composition_variables))
+    }
+
+    fn compile_checked(
+        &self,
+        source: &str,
+        composition: Option<&[&str]>,
+    ) -> Result<CelProgram, CelCompileError> {
+        if source.len() > self.limits.max_source_bytes {
+            return Err(CelCompileError {
+                message: format!(
+                    "expression of {} bytes exceeds the limit of {} bytes",
+                    source.len(),
+                    self.limits.max_source_bytes
+                ),
+            });
+        }
+        let (mut expression, info) = self
+            .env
+            .parser()
+            .enable_optional_syntax(true)
+            .max_recursion_depth(self.limits.max_nesting)
+            .parse_with_source_info(source)
+            .map_err(|errors| CelCompileError {
+                message: errors.to_string(),
+            })?;
+        if let Err((id, message)) = check::check(&expression, &self.variables, composition) {
+            return Err(CelCompileError {
+                message: position_message(source, &info, id, &message),
+            });
+        }
+        check::instrument(&mut expression);
+        Ok(CelProgram {
+            expression,
+            env: Arc::clone(&self.env),
+            limits: self.limits,
+            source: source.into(),
+        })
+    }
+}
+
+/// `ERROR: <input>:line:column: message`, then the line and a caret, as cel-go prints.
+fn position_message(source: &str, info: &SourceInfo, id: u64, message: &str) -> String {
+    let offset = info.offset_for(id).map_or(0, |(start, _)| start as usize);
+    let offset = source
+        .char_indices()
+        .map(|(i, _)| i)
+        .nth(offset)
+        .unwrap_or(source.len());
+    let before = &source[..offset.min(source.len())];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[line_start..].chars().count() + 1;
+    let text = source[line_start..].lines().next().unwrap_or_default();
+    format!(
+        "ERROR: <input>:{line}:{column}: {message}\n | {text}\n | {}^",
+        ".".repeat(column - 1)
+    )
+}
+
+impl CelProgram {
+    /// The source this program was compiled from.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Evaluates against `activation`. Nested evaluations (of `variables`) share the outer
+    /// evaluation's budget and deadline.
+    pub fn evaluate(&self, activation: &Activation<'_>) -> Result<cel::Value, CelEvalError> {
+        let _budget = Budget::enter(&self.limits);
+        let resolver = activation.resolver();
+        let mut context = Context::with_env(Arc::clone(&self.env));
+        context.set_variable_resolver(&resolver);
+        let result = cel::Value::resolve_val(&self.expression, &context)
+            .and_then(|value| cel::Value::try_from(value.as_ref()));
+        result.map_err(|error| activation.explain(error))
+    }
+}
+
+// ---- evaluation budget ------------------------------------------------------------------
+
+thread_local! {
+    static BUDGET: Cell<Option<(u64, Instant)>> = const { Cell::new(None) };
+}
+
+/// The budget of the evaluation running on this thread; the outermost evaluation sets it
+/// and clears it on drop.
+struct Budget {
+    outermost: bool,
+}
+
+impl Budget {
+    fn enter(limits: &CelLimits) -> Budget {
+        BUDGET.with(|b| {
+            if b.get().is_some() {
+                Budget { outermost: false }
+            } else {
+                b.set(Some((
+                    limits.max_iterations,
+                    Instant::now() + limits.max_eval_time,
+                )));
+                Budget { outermost: true }
+            }
+        })
+    }
+}
+
+impl Drop for Budget {
+    fn drop(&mut self) {
+        if self.outermost {
+            BUDGET.with(|b| b.set(None));
+        }
+    }
+}
+
+/// Charges `iterations` to the running evaluation.
+pub(crate) fn charge(iterations: u64) -> Result<(), ExecutionError> {
+    BUDGET.with(|b| {
+        let Some((remaining, deadline)) = b.get() else {
+            return Ok(());
+        };
+        if iterations > remaining {
+            b.set(Some((0, deadline)));
+            return Err(ExecutionError::function_error(
+                "budget",
+                "actual cost limit exceeded",
+            ));
+        }
+        if Instant::now() > deadline {
+            return Err(ExecutionError::function_error(
+                "budget",
+                "deadline exceeded",
+            ));
+        }
+        b.set(Some((remaining - iterations, deadline)));
+        Ok(())
+    })
+}
+
+/// Kubernetes-style text for a `cel` error.
+pub(crate) fn eval_error(error: &ExecutionError) -> CelEvalError {
+    match error {
+        ExecutionError::FunctionError { function, message } if function == "budget" => {
+            CelEvalError::Cancelled(message.clone())
+        }
+        ExecutionError::FunctionError { message, .. } => CelEvalError::runtime(message.clone()),
+        ExecutionError::NoSuchKey(key) => CelEvalError::runtime(format!("no such key: {key}")),
+        ExecutionError::UndeclaredReference(name) => {
+            CelEvalError::runtime(format!("no such attribute: {name}"))
+        }
+        ExecutionError::NoSuchOverload(overload) => CelEvalError::runtime(format!(
+            "no matching overload for '{}' applied to '({})'",
+            overload.function(),
+            overload.argument_types().join(", ")
+        )),
+        ExecutionError::UnsupportedBinaryOperator(op, lhs, rhs) => {
+            let function = match *op {
+                "add" => "_+_",
+                "sub" => "_-_",
+                "mul" => "_*_",
+                "div" => "_/_",
+                "rem" => "_%_",
+                other => other,
+            };
+            CelEvalError::runtime(format!(
+                "no matching overload for '{function}' applied to '({}, {})'",
+                convert::type_name(lhs),
+                convert::type_name(rhs)
+            ))
+        }
+        ExecutionError::ValuesNotComparable(lhs, rhs) => CelEvalError::runtime(format!(
+            "no matching overload for comparison applied to '({}, {})'",
+            convert::type_name(lhs),
+            convert::type_name(rhs)
+        )),
+        ExecutionError::DivisionByZero(_) => CelEvalError::runtime("division by zero"),
+        ExecutionError::RemainderByZero(_) => CelEvalError::runtime("modulus by zero"),
+        ExecutionError::IndexOutOfBounds(index) => {
+            CelEvalError::runtime(format!("index out of bounds: {}", convert::display(index)))
+        }
+        ExecutionError::Overflow(..) => CelEvalError::runtime("integer overflow"),
+        other => CelEvalError::runtime(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,340 @@
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::*;
+
+fn eval(source: &str, activation: &Activation<'_>) -> Result<cel::Value, CelEvalError> {
+    CelEnvironment::kubernetes()
+        .compile(source)
+        .expect("compiles")
+        .evaluate(activation)
+}
+
+fn eval_json(source: &str, object: &serde_json::Value) -> Result<serde_json::Value, CelEvalError> {
+    let activation = Activation::new().object(object);
+    eval(source, &activation).and_then(|v| cel_to_json(&v))
+}
+
+#[test]
+fn json_integers_are_int() {
+    let object = json!({"spec": {"replicas": 3, "ratio": 0.5, "big": 18446744073709551615u64}});
+    assert_eq!(json_to_cel(&object["spec"]["replicas"]), cel::Value::Int(3));
+    assert_eq!(
+        json_to_cel(&object["spec"]["ratio"]),
+        cel::Value::Float(0.5)
+    );
+    assert_eq!(
+        eval_json(
+            "object.spec.replicas == 3 && type(object.spec.replicas) == int",
+            &object
+        ),
+        Ok(json!(true))
+    );
+    assert_eq!(eval_json("object.spec.replicas + 1", &object), Ok(json!(4)));
+    assert_eq!(
+        eval_json("object.spec.ratio * 2.0", &object),
+        Ok(json!(1.0))
+    );
+}
+
+#[test]
+fn json_round_trips() {
+    let object = json!({"a": [1, "x", true, null, {"b": 2.5}], "c": {}});
+    assert_eq!(cel_to_json(&json_to_cel(&object)), Ok(object.clone()));
+    assert_eq!(eval_json("object", &object), Ok(object));
+}
+
+#[test]
+fn optionals() {
+    let with = json!({"spec": {"replicas": 5}});
+    let without = json!({"spec": {}});
+    let source = "object.?spec.?replicas.orValue(1)";
+    assert_eq!(eval_json(source, &with), Ok(json!(5)));
+    assert_eq!(eval_json(source, &without), Ok(json!(1)));
+    assert_eq!(
+        eval_json("object.?metadata.?name.hasValue()", &without),
+        Ok(json!(false))
+    );
+}
+
+#[test]
+fn missing_keys_say_no_such_key() {
+    let object = json!({"spec": {}});
+    let error = eval_json("object.spec.foo == 1", &object).unwrap_err();
+    assert_eq!(error.to_string(), "no such key: foo");
+}
+
+#[test]
+fn unset_variables_are_null() {
+    let object = json!({});
+    assert_eq!(
+        eval_json("oldObject == null && params == null", &object),
+        Ok(json!(true))
+    );
+}
+
+#[test]
+fn static_checks_name_what_is_wrong() {
+    let env = CelEnvironment::kubernetes();
+    let error = env.compile("object.x == foo").unwrap_err();
+    assert!(
+        error.message.contains("undeclared reference to 'foo'"),
+        "{}",
+        error.message
+    );
+    assert!(error.message.contains("<input>:1:13"), "{}", error.message);
+    let error = env.compile("object.name.nosuchFunction()").unwrap_err();
+    assert!(
+        error.message.contains("'nosuchFunction'"),
+        "{}",
+        error.message
+    );
+    let error = env.compile("'a'.startsWith('a', 'b')").unwrap_err();
+    assert!(
+        error
+            .message
+            .contains("no matching overload for 'startsWith'"),
+        "{}",
+        error.message
+    );
+    let error = env.compile("sets.nope([1], [2])").unwrap_err();
+    assert!(error.message.contains("'sets.nope'"), "{}", error.message);
+    let error = env.compile("object.(").unwrap_err();
+    assert!(error.message.contains("<input>:1:"), "{}", error.message);
+    // comprehension variables and namespaced functions are fine
+    env.compile("[1, 2].all(x, x > 0) && sets.contains([1], [1]) && math.greatest(1, 2) == 2")
+        .unwrap();
+}
+
+#[test]
+fn size_limit() {
+    let env = CelEnvironment::kubernetes();
+    let big = format!("'{}' == ''", "a".repeat(64 * 1024));
+    let error = env.compile(&big).unwrap_err();
+    assert!(
+        error.message.contains("exceeds the limit of 65536 bytes"),
+        "{}",
+        error.message
+    );
+}
+
+#[test]
+fn budget_stops_runaway_comprehensions() {
+    let env = CelEnvironment::kubernetes();
+    // 1000^4 iterations: would run for hours.
+    let program = env
+        .compile(
+            "lists.range(1000).all(a, lists.range(1000).all(b, \
+             lists.range(1000).all(c, lists.range(1000).all(d, true))))",
+        )
+        .unwrap();
+    let started = std::time::Instant::now();
+    let error = program.evaluate(&Activation::new()).unwrap_err();
+    assert!(matches!(error, CelEvalError::Cancelled(_)), "{error}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    // Small ones run.
+    let program = env
+        .compile("lists.range(100).all(a, lists.range(100).all(b, true))")
+        .unwrap();
+    assert_eq!(
+        program.evaluate(&Activation::new()),
+        Ok(cel::Value::Bool(true))
+    );
+    // And the deadline holds when the iteration budget is generous.
+    let env = CelEnvironment::kubernetes().limits(CelLimits {
+        max_iterations: u64::MAX,
+        max_eval_time: Duration::from_millis(50),
+        ..CelLimits::default()
+    });
+    let program = env
+        .compile(
+            "lists.range(1000).all(a, lists.range(1000).all(b, lists.range(1000).all(c, true)))",
+        )
+        .unwrap();
+    let error = program.evaluate(&Activation::new()).unwrap_err();
+    assert!(error.to_string().contains("deadline"), "{error}");
+}
+
+#[test]
+fn budget_stops_doubling_through_bindings() {
+    // Each binding doubles the list: 1000 * 2^12 elements if nothing stopped it. (Debug builds
+    // of the parser need more than the 2 MiB test-thread stack for deep nesting.)
+    let mut source = "size(x12) > 0".to_owned();
+    for i in (1..=12).rev() {
+        source = format!("cel.bind(x{i}, x{j} + x{j}, {source})", j = i - 1);
+    }
+    let source = format!("cel.bind(x0, lists.range(1000), {source})");
+    let outcome = std::thread::Builder::new()
+        .stack_size(16 << 20)
+        .spawn(move || {
+            let env = CelEnvironment::kubernetes();
+            env.compile(&source).unwrap().evaluate(&Activation::new())
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    let error = outcome.unwrap_err();
+    assert!(matches!(error, CelEvalError::Cancelled(_)), "{error}");
+}
+
+#[test]
+fn nesting_beyond_the_limit_is_a_compile_error() {
+    let env = CelEnvironment::kubernetes().limits(CelLimits {
+        max_nesting: 8,
+        ..CelLimits::default()
+    });
+    let mut source = "1".to_owned();
+    for _ in 0..12 {
+        source = format!("1 + ({source})");
+    }
+    let error = env.compile(&source).unwrap_err();
+    assert!(
+        error.message.contains("Recursion limit"),
+        "{}",
+        error.message
+    );
+}
+
+#[test]
+fn variables_are_lazy_cached_and_fail_only_when_referenced() {
+    let env = CelEnvironment::kubernetes();
+    let replicas = env.compile("object.spec.replicas * 2").unwrap();
+    let broken = env.compile("object.spec.missing").unwrap();
+    let calls = AtomicUsize::new(0);
+    let object = json!({"spec": {"replicas": 2}});
+    let activation =
+        Activation::new()
+            .object(&object)
+            .variables(["double", "broken"], |name, activation| {
+                calls.fetch_add(1, Ordering::Relaxed);
+                match name {
+                    "double" => replicas.evaluate(activation),
+                    _ => broken.evaluate(activation),
+                }
+            });
+    let program = env.compile("variables.double + variables.double").unwrap();
+    assert_eq!(program.evaluate(&activation), Ok(cel::Value::Int(8)));
+    assert_eq!(calls.load(Ordering::Relaxed), 1, "evaluated once");
+    let program = env.compile("object.spec.replicas == 2").unwrap();
+    assert_eq!(program.evaluate(&activation), Ok(cel::Value::Bool(true)));
+    let program = env.compile("variables.broken == 1").unwrap();
+    let error = program.evaluate(&activation).unwrap_err();
+    assert_eq!(error.to_string(), "no such key: missing");
+}
+
+#[test]
+fn bind_and_two_variable_comprehensions() {
+    let object = json!({"m": {"a": 1, "b": 2}, "l": [10, 20]});
+    let cases = [
+        ("cel.bind(x, object.l, x[0] + x[1])", json!(30)),
+        ("object.l.all(i, v, v == (i + 1) * 10)", json!(true)),
+        ("object.m.exists(k, v, k == 'b' && v == 2)", json!(true)),
+        ("object.m.existsOne(k, v, v > 0)", json!(false)),
+        ("object.l.transformList(i, v, i + v)", json!([10, 21])),
+        ("object.l.transformList(i, v, v > 10, v)", json!([20])),
+        (
+            "object.m.transformMap(k, v, v * 10)",
+            json!({"a": 10, "b": 20}),
+        ),
+        ("object.m.transformMap(k, v, k == 'a', v)", json!({"a": 1})),
+    ];
+    for (source, expected) in cases {
+        assert_eq!(eval_json(source, &object), Ok(expected), "{source}");
+    }
+}
+
+#[test]
+fn program_is_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<CelProgram>();
+    assert_send_sync::<CelEnvironment>();
+}
+
+struct AllowReads;
+
+impl Authorizer for AllowReads {
+    fn authorize(&self, check: &AuthorizationCheck) -> AuthorizationDecision {
+        AuthorizationDecision {
+            allowed: check.verb == "get",
+            reason: format!("{}/{}", check.group, check.resource),
+            error: String::new(),
+        }
+    }
+}
+
+#[test]
+fn authorizer_checks() {
+    let request = AuthorizationCheck {
+        group: "apps".to_owned(),
+        resource: "deployments".to_owned(),
+        namespace: "x".to_owned(),
+        ..AuthorizationCheck::default()
+    };
+    let activation = Activation::new().authorizer(Arc::new(AllowReads), Some(request));
+    let allowed = "authorizer.group('apps').resource('deployments').namespace('x').check('get')";
+    assert_eq!(
+        eval(&format!("{allowed}.allowed()"), &activation),
+        Ok(cel::Value::Bool(true))
+    );
+    assert_eq!(
+        eval(&format!("{allowed}.reason()"), &activation),
+        Ok(cel::Value::from("apps/deployments"))
+    );
+    assert_eq!(
+        eval(
+            "authorizer.resource('pods').check('delete').allowed()",
+            &activation
+        ),
+        Ok(cel::Value::Bool(false))
+    );
+}
+
+#[test]
+fn composition_variables_are_checked_when_named() {
+    let env = CelEnvironment::kubernetes();
+    env.compile_with_variables("variables.a + 1", &["a"])
+        .unwrap();
+    let error = env
+        .compile_with_variables("variables.b", &["a"])
+        .unwrap_err();
+    assert!(
+        error.message.contains("undefined field 'b'"),
+        "{}",
+        error.message
+    );
+    // Without the list, any name compiles.
+    env.compile("variables.b").unwrap();
+}
+
+#[test]
+fn regexes_are_compiled_once_per_thread() {
+    let env = CelEnvironment::kubernetes();
+    let program = env
+        .compile("object.name.matches('^[a-z]+(-[a-z]+)*$')")
+        .unwrap();
+    let object = json!({"name": "web-frontend"});
+    let activation = Activation::new().object(&object);
+    assert_eq!(program.evaluate(&activation), Ok(cel::Value::Bool(true)));
+    let cached = library::cached_regexes();
+    for _ in 0..100 {
+        assert_eq!(program.evaluate(&activation), Ok(cel::Value::Bool(true)));
+    }
+    assert_eq!(library::cached_regexes(), cached, "no new compilation");
+}
+
+#[test]
+fn a_variable_referencing_itself_is_an_error_not_a_deadlock() {
+    let env = CelEnvironment::kubernetes();
+    let looping = env.compile("variables.a + 1").unwrap();
+    let activation =
+        Activation::new().variables(["a"], |_, activation| looping.evaluate(activation));
+    let error = env
+        .compile("variables.a")
+        .unwrap()
+        .evaluate(&activation)
+        .unwrap_err();
+    assert!(error.to_string().contains("references itself"), "{error}");
+}
