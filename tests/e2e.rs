@@ -758,3 +758,138 @@ fn admission_latency_through_the_apiserver() {
 fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
 }
+
+/// Differential test: the same ValidatingAdmissionPolicy (binding with `validationActions:
+/// [Warn]`) loaded into the real kube-apiserver and into Portcullis (`portcullis check`) must
+/// give the same warnings for every one of a generated set of Deployments.
+#[test]
+fn validating_admission_policy_agrees_with_the_apiserver() {
+    let Some(bin) = e2e_bin() else { return };
+    let cluster = ControlPlane::start(&bin);
+    let policy = fixture_path("vap/policy.yaml");
+    cluster.kubectl_ok(&["apply", "-f", &policy]);
+    cluster.kubectl_ok(&["create", "namespace", "vap"]);
+
+    let deployments = generated_deployments(48);
+    let probe = serde_json::to_string(&deployments[0]).unwrap();
+    eventually(
+        "the policy to be active in the apiserver",
+        Duration::from_secs(60),
+        || {
+            let output = cluster.kubectl_stdin(
+                &["create", "-n", "vap", "--dry-run=server", "-f", "-"],
+                &probe,
+            );
+            let message = stderr(&output);
+            message
+                .contains("Warning: Validation failed")
+                .then_some(())
+                .ok_or(message)
+        },
+    );
+
+    let work = tempfile::tempdir().unwrap();
+    let manifests = work.path().join("deployments.yaml");
+    let stream: String = deployments
+        .iter()
+        .map(|d| format!("---\n{}\n", serde_json::to_string(d).unwrap()))
+        .collect();
+    std::fs::write(&manifests, stream).unwrap();
+    let output = Command::new(PORTCULLIS)
+        .args(["check", "--output", "json", "--policies", &policy])
+        .arg(&manifests)
+        .output()
+        .unwrap();
+    assert!(output.status.code() == Some(0), "{}", stderr(&output));
+    let results: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(results.len(), deployments.len());
+
+    let mut warned = 0;
+    for (deployment, result) in deployments.iter().zip(&results) {
+        let applied = cluster.kubectl_stdin(
+            &["create", "-n", "vap", "--dry-run=server", "-f", "-"],
+            &serde_json::to_string(deployment).unwrap(),
+        );
+        assert!(applied.status.success(), "{}", stderr(&applied));
+        let mut from_apiserver: Vec<String> = stderr(&applied)
+            .lines()
+            .filter_map(|line| line.strip_prefix("Warning: "))
+            .map(str::to_owned)
+            .collect();
+        let mut from_portcullis: Vec<String> = result["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap().to_owned())
+            .filter(|w| w.starts_with("Validation failed for ValidatingAdmissionPolicy"))
+            .collect();
+        from_apiserver.sort();
+        from_portcullis.sort();
+        assert_eq!(
+            from_portcullis, from_apiserver,
+            "disagreement on {}",
+            deployment["metadata"]["name"]
+        );
+        warned += usize::from(!from_apiserver.is_empty());
+    }
+    eprintln!(
+        "e2e: the apiserver and Portcullis agree on {} Deployments ({warned} with warnings)",
+        deployments.len()
+    );
+    assert!(
+        warned > 0 && warned < deployments.len(),
+        "the generated set must mix outcomes"
+    );
+}
+
+/// Deployments that vary replicas, labels, images, limits, hostNetwork and names,
+/// deterministically.
+fn generated_deployments(count: usize) -> Vec<serde_json::Value> {
+    let mut state: u64 = 0x5eed;
+    let mut next = |n: u64| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) % n
+    };
+    (0..count)
+        .map(|i| {
+            let replicas = [1, 3, 5, 6, 9][next(5) as usize];
+            let image = [
+                "registry.example.com/shop/web:1.4.2",
+                "nginx",
+                "nginx:latest",
+                "registry.example.com/shop/web:2",
+            ][next(4) as usize];
+            let name = if next(6) == 0 {
+                format!("web-with-a-name-longer-than-thirty-characters-{i}")
+            } else {
+                format!("web-{i}")
+            };
+            let mut container = serde_json::json!({"name": "web", "image": image});
+            if next(3) != 0 {
+                container["resources"] = serde_json::json!({"limits": {"memory": "128Mi"}});
+            }
+            let mut spec = serde_json::json!({"containers": [container]});
+            match next(3) {
+                0 => spec["hostNetwork"] = serde_json::json!(true),
+                1 => spec["hostNetwork"] = serde_json::json!(false),
+                _ => {}
+            }
+            let mut metadata = serde_json::json!({"name": name});
+            if next(2) == 0 {
+                metadata["labels"] = serde_json::json!({"team": "shop"});
+            }
+            serde_json::json!({
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": metadata,
+                "spec": {
+                    "replicas": replicas,
+                    "selector": {"matchLabels": {"app": "web"}},
+                    "template": {"metadata": {"labels": {"app": "web"}}, "spec": spec},
+                },
+            })
+        })
+        .collect()
+}
