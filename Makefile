@@ -57,3 +57,29 @@ bench:
 
 clean:
 	$(CARGO) clean
+
+.PHONY: bench-load bench-smoke
+
+## bench-load: load benchmark with oha: Portcullis (empty set, standard set) beside a Go
+## controller-runtime peer; markdown tables, also in bench/results/latest.md (bench/run.sh)
+bench-load:
+	bench/run.sh
+
+## bench-smoke: a seconds-long bench-load (Portcullis, one body, c=1 and 4); fails on any non-200
+bench-smoke:
+	bench/run.sh --smoke
+
+.PHONY: fuzz fuzz-smoke deny
+
+## fuzz: every cargo-fuzz target (review, policy, patch) for FUZZ_SECONDS (20) seconds each on a
+## nightly compiler; fails on a crash and keeps it in fuzz/regressions/ (scripts/fuzz.sh)
+fuzz:
+	scripts/fuzz.sh
+
+## fuzz-smoke: every fuzz target for 5 seconds
+fuzz-smoke:
+	FUZZ_SECONDS=5 scripts/fuzz.sh
+
+## deny: cargo deny check licenses bans sources (advisories need GitHub: DENY_ADVISORIES=1)
+deny:
+	scripts/deny.sh
