@@ -70,6 +70,8 @@ fn standard_set(c: &mut Criterion) {
     let native = format!("{policies}/native.yaml");
     let standard = portcullis::policy::load_engine(&[policies.into()]).expect("bench policies");
     let native_only = portcullis::policy::load_engine(&[native.into()]).expect("native policy");
+    let vap = format!("{}/bench/fixtures/vap", env!("CARGO_MANIFEST_DIR"));
+    let vap_only = portcullis::policy::load_engine(&[vap.into()]).expect("bench VAP");
     let body = std::fs::read(format!(
         "{}/tests/fixtures/bench/pod-10kb.json",
         env!("CARGO_MANIFEST_DIR")
@@ -77,7 +79,11 @@ fn standard_set(c: &mut Criterion) {
     .unwrap();
     let review = parse_review(&body).unwrap();
     let mut group = c.benchmark_group("engine");
-    for (name, engine) in [("standard-set", &standard), ("native-only", &native_only)] {
+    for (name, engine) in [
+        ("standard-set", &standard),
+        ("native-only", &native_only),
+        ("vap-10-validations", &vap_only),
+    ] {
         for endpoint in [Endpoint::Validate, Endpoint::Mutate] {
             let context = EvalContext::new(endpoint);
             let decision = engine.evaluate(&review.request, &context).unwrap();

@@ -110,13 +110,23 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// Accept queue length. The standard library's 128 overflows when more clients connect at
+/// once (each dropped SYN costs the client a one-second retry); the kernel caps it at
+/// `net.core.somaxconn`.
+const LISTEN_BACKLOG: u32 = 4096;
+
 fn bind(address: SocketAddr) -> Result<std::net::TcpListener, ServeError> {
-    let listener = std::net::TcpListener::bind(address)
-        .map_err(|source| ServeError::Bind { address, source })?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|source| ServeError::Bind { address, source })?;
-    Ok(listener)
+    let error = |source| ServeError::Bind { address, source };
+    let socket = if address.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()
+    } else {
+        tokio::net::TcpSocket::new_v6()
+    }
+    .map_err(error)?;
+    socket.set_reuseaddr(true).map_err(error)?;
+    socket.bind(address).map_err(error)?;
+    let listener = socket.listen(LISTEN_BACKLOG).map_err(error)?;
+    listener.into_std().map_err(error)
 }
 
 /// Loads the certificate, binds both listeners and starts serving [`ServeConfig::engine`].

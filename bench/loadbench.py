@@ -1,0 +1,585 @@
+#!/usr/bin/env python3
+"""Side-by-side load benchmark of admission webhooks on loopback, driven by oha.
+
+Called by bench/run.sh, which installs oha and builds the servers; this file starts them,
+loads them and prints markdown. Servers:
+
+  floor     Portcullis with an empty policy folder: the cost of TLS + HTTP + JSON
+  standard  Portcullis with tests/fixtures/bench/policies (Pod Security restricted, 10 native
+            validations, 5 defaults), plus bench/fixtures/vap when `portcullis check` accepts it
+  go-peer   bench/peers/go-webhook: controller-runtime, the same rules written in Go
+
+Figures come from oha's JSON output (latency, throughput, errors) and /proc/PID (CPU, memory).
+Everything goes to 127.0.0.1 only. `--smoke` runs the floor server with one body at c=1 and c=4
+and exits 1 unless every request got a 200.
+"""
+import argparse
+import json
+import os
+import pathlib
+import resource
+import select
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BODIES = {
+    "pod-10kb": ROOT / "tests/fixtures/bench/pod-10kb.json",
+    "configmap": ROOT / "bench/fixtures/configmap-review.json",
+    "pod-100kb": ROOT / "bench/fixtures/pod-100kb-review.json",
+}
+# Requests per oha run, per body, at scale 1 (BENCH_SCALE multiplies them).
+REQUESTS = {"pod-10kb": 5000, "configmap": 10000, "pod-100kb": 1000}
+# At least this many requests per connection, so TLS handshakes (in the first request of each
+# of oha's connections) stay out of p99 at high concurrency.
+PER_CONNECTION = 20
+CONCURRENCY = [1, 16, 64, 256]
+STANDARD_POLICIES = ROOT / "tests/fixtures/bench/policies"
+VAP = ROOT / "bench/fixtures/vap"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+# The 10 rule families of native.yaml, one per generated policy, in turn (policy scale).
+RULE_TEMPLATES = [
+    '{name: team, requiredLabels: {team: "^[a-z][a-z0-9-]*$"}}',
+    "{name: version, requiredLabels: {app.kubernetes.io/version: null}}",
+    '{name: owner, requiredAnnotations: {example.com/owner: "@example\\\\.com$"}}',
+    "{name: registries, images: {allowedRegistries: [registry.example.com, ghcr.io/example]}}",
+    "{name: pinned, images: {forbidLatest: true}}",
+    "{name: requests, resources: {requireRequests: [cpu, memory], requireLimits: [memory]}}",
+    "{name: bounds, resources: {maxLimits: {memory: 4Gi}, minRequests: {cpu: 10m}}}",
+    "{name: probes, probes: {require: [readiness, liveness]}}",
+    "{name: host, host: {forbidNamespaces: true, forbidPorts: true}}",
+    "{name: host-paths, host: {forbidHostPath: true, allowedHostPaths: [/var/log]}}",
+]
+
+
+def log(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---- /proc -----------------------------------------------------------------------------------
+
+def cpu_seconds(pid):
+    """utime + stime of the whole process (all threads), in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def listen_drops():
+    """TcpExt ListenDrops: SYNs dropped because a listen queue was full, machine-wide (the
+    client retries after 1 s, which shows as 1 s latencies at high concurrency)."""
+    with open("/proc/net/netstat") as f:
+        lines = f.read().splitlines()
+    for head, values in zip(lines[::2], lines[1::2]):
+        if head.startswith("TcpExt:"):
+            return int(dict(zip(head.split(), values.split()))["ListenDrops"])
+    return 0
+
+
+def memory_kb(pid):
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(value.split()[0])
+    return out
+
+
+# ---- servers ---------------------------------------------------------------------------------
+
+class Server:
+    """A webhook process on loopback ports of its own, with its log in the work dir."""
+
+    def __init__(self, name, argv, port, ready_url, workdir, env=None):
+        self.name, self.argv, self.port, self.ready_url = name, argv, port, ready_url
+        self.log_path = workdir / f"{name}.log"
+        self.env = env
+        self.proc = None
+        self.ready_seconds = None
+
+    def start(self, deadline=60.0):
+        log(f"start {self.name}: {' '.join(map(str, self.argv))}")
+        logf = open(self.log_path, "wb")
+        started = time.monotonic()
+        self.proc = subprocess.Popen(self.argv, stdout=logf, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=self.env)
+        logf.close()
+        while True:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"{self.name} exited with {self.proc.returncode} before ready; "
+                                 f"log: {self.log_path}\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(self.ready_url, timeout=1) as r:
+                    if r.status == 200:
+                        self.ready_seconds = time.monotonic() - started
+                        return self
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            if time.monotonic() - started > deadline:
+                self.stop()
+                raise SystemExit(f"{self.name} not ready after {deadline:.0f} s; log: {self.log_path}")
+            time.sleep(0.002)
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def log_tail(self, lines=20):
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+RUNNING = []
+
+
+def stop_all(*_):
+    for server in RUNNING:
+        server.stop()
+
+
+def portcullis(binary, name, policies, workdir, certs):
+    port, admin = free_port(), free_port()
+    argv = [binary, "serve", "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
+            "--tls-dir", certs, "--no-cluster", "--shutdown-grace", "1s"]
+    for p in policies:
+        argv += ["--policies", p]
+    server = Server(name, argv, port, f"http://127.0.0.1:{admin}/readyz", workdir)
+    server.admin = admin
+    return server
+
+
+def go_peer(binary, workdir, certs):
+    port, health = free_port(), free_port()
+    argv = [binary, "-listen", f"127.0.0.1:{port}", "-health-addr", f"127.0.0.1:{health}",
+            "-cert-dir", certs]
+    return Server("go-peer", argv, port, f"http://127.0.0.1:{health}/readyz", workdir)
+
+
+# ---- load ------------------------------------------------------------------------------------
+
+class Oha:
+    def __init__(self, binary, ca):
+        self.binary, self.ca = binary, ca
+
+    def argv(self, server, path, body, n, c, qps=None):
+        argv = [self.binary, "--no-tui", "--output-format", "json", "-n", str(n), "-c", str(c),
+                "-m", "POST", "-T", "application/json", "-D", str(body), "--cacert", str(self.ca),
+                "-t", "10s"]
+        if qps:
+            argv += ["-q", f"{qps:.0f}", "--latency-correction"]
+        return argv + [f"https://127.0.0.1:{server.port}{path}"]
+
+    def start(self, server, path, body, n, c, qps=None):
+        return subprocess.Popen(self.argv(server, path, body, n, c, qps), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+
+    @staticmethod
+    def finish(proc, n):
+        out, err = proc.communicate()
+        if proc.returncode != 0:
+            raise SystemExit(f"oha failed ({proc.returncode}): {err.decode(errors='replace')}")
+        return summarize(json.loads(out), n)
+
+    def run(self, server, path, body, n, c, qps=None):
+        before, drops = cpu_seconds(server.pid), listen_drops()
+        result = self.finish(self.start(server, path, body, n, c, qps), n)
+        result["cpu_per_1000"] = (cpu_seconds(server.pid) - before) * 1000 / n
+        result["syn_drops"] = listen_drops() - drops
+        return result
+
+
+def summarize(report, n):
+    statuses = {int(k): v for k, v in report.get("statusCodeDistribution", {}).items()}
+    errors = sum(report.get("errorDistribution", {}).values())
+    non_200 = sum(v for k, v in statuses.items() if k != 200)
+    pct = report.get("latencyPercentiles", {})
+    ms = lambda v: None if v is None else v * 1000  # noqa: E731
+    return {
+        "n": n,
+        "rps": report["summary"]["requestsPerSec"],
+        "p50": ms(pct.get("p50")), "p90": ms(pct.get("p90")), "p99": ms(pct.get("p99")),
+        "max": ms(report["summary"]["slowest"]),
+        "statuses": statuses,
+        "errors": errors,
+        "error_kinds": report.get("errorDistribution", {}),
+        "failed": errors + non_200 + max(0, n - errors - sum(statuses.values())),
+    }
+
+
+# ---- idle connections ------------------------------------------------------------------------
+
+def idle_connections(server, ca, body, count, deadline=60.0):
+    """Opens `count` keep-alive TLS connections, each after one request, and holds them idle.
+    Returns (opened, still open after 1 s, VmRSS kB with them open)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < count + 64:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, count + 256), hard))
+    ctx = ssl.create_default_context(cafile=str(ca))
+    payload = pathlib.Path(body).read_bytes()
+    request = (f"POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+               f"Content-Length: {len(payload)}\r\n\r\n").encode() + payload
+    conns = []
+    started = time.monotonic()
+    try:
+        while len(conns) < count and time.monotonic() - started < deadline:
+            raw = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            conn = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+            conn.sendall(request)
+            read_response(conn)
+            conns.append(conn)
+        time.sleep(1.0)
+        rss = memory_kb(server.pid)["VmRSS"]
+        open_now = 0
+        for conn in conns:
+            readable, _, _ = select.select([conn], [], [], 0)
+            open_now += 0 if readable else 1  # readable while idle = closed by the server
+        return len(conns), open_now, rss
+    finally:
+        for conn in conns:
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+
+def read_response(conn):
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed before the response")
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        key, _, value = line.partition(b":")
+        if key.strip().lower() == b"content-length":
+            length = int(value.strip())
+    while len(rest) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed in the body")
+        rest += chunk
+    if not head.startswith(b"HTTP/1.1 200"):
+        raise ConnectionError(head.split(b"\r\n")[0].decode(errors="replace"))
+
+
+# ---- policies --------------------------------------------------------------------------------
+
+def write_policies(path, count, generation):
+    """`count` Policy documents in one file, each with one validation rule (native.yaml's 10
+    families in turn), all matching Pods; `generation` changes every rule's name."""
+    docs = []
+    for i in range(count):
+        rule = RULE_TEMPLATES[i % len(RULE_TEMPLATES)].replace("{name: ", f"{{name: g{generation}-", 1)
+        docs.append(f"apiVersion: portcullis.dev/v1alpha1\nkind: Policy\n"
+                    f"metadata: {{name: bench-{i:04d}}}\nspec:\n  match:\n"
+                    f"    resources: [{{kinds: [Pod]}}]\n  validate:\n    - {rule}\n")
+    path.write_text("---\n".join(docs))
+
+
+def reload_successes(server):
+    """portcullis_reloads_total{component="policies"} by result."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.admin}/metrics", timeout=2) as r:
+        text = r.read().decode()
+    counts = {"success": 0.0, "failure": 0.0}
+    for line in text.splitlines():
+        if line.startswith("portcullis_reloads_total{") and 'component="policies"' in line:
+            for result in counts:
+                if f'result="{result}"' in line:
+                    counts[result] = float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+# ---- markdown --------------------------------------------------------------------------------
+
+def fmt(v, digits=2):
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        if v >= 1000:
+            return f"{v:,.0f}"
+        if v >= 100:
+            return f"{v:.0f}"
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def table(headers, rows):
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(fmt(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def load_rows(results, servers, body, path="/validate"):
+    rows = []
+    for name in servers:
+        for c, r in sorted(results.get((name, body, path), {}).items()):
+            rows.append([name, c, r["rps"], r["p50"], r["p90"], r["p99"], r["max"],
+                         f'{r["cpu_per_1000"]:.3f}', r["syn_drops"], r["failed"]])
+    return rows
+
+
+LOAD_HEADERS = ["server", "c", "req/s", "p50 ms", "p90 ms", "p99 ms", "max ms",
+                "CPU s / 1000", "SYN drops", "failed"]
+
+
+# ---- main ------------------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--portcullis", required=True)
+    ap.add_argument("--oha", required=True)
+    ap.add_argument("--go-webhook", help="the Go peer binary; without it the peer is skipped")
+    ap.add_argument("--out", help="also write the markdown here")
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--scale", type=float, default=float(os.environ.get("BENCH_SCALE", "1")))
+    ap.add_argument("--note", action="append", default=[], help="a line for the notes")
+    args = ap.parse_args()
+
+    signal.signal(signal.SIGTERM, lambda *_: (stop_all(), sys.exit(143)))
+    workdir = pathlib.Path(tempfile.mkdtemp(prefix="portcullis-bench-"))
+    try:
+        code = run(args, workdir)
+    finally:
+        stop_all()
+    if code == 0 and not os.environ.get("BENCH_KEEP"):
+        shutil.rmtree(workdir, ignore_errors=True)
+    else:
+        log(f"work dir kept: {workdir}")
+    return code
+
+
+def run(args, workdir):
+    certs = workdir / "certs"
+    subprocess.run([args.portcullis, "certs", "--out", certs, "--host", "127.0.0.1",
+                    "--host", "localhost"], check=True, stdout=subprocess.DEVNULL)
+    oha = Oha(args.oha, certs / "ca.crt")
+    empty = workdir / "empty"
+    empty.mkdir()
+    md = []
+    notes = list(args.note)
+
+    if args.smoke:
+        server = portcullis(args.portcullis, "floor", [empty], workdir, certs)
+        RUNNING.append(server.start())
+        results = {}
+        for c in (1, 4):
+            results[c] = oha.run(server, "/validate", BODIES["pod-10kb"], 100, c)
+        server.stop()
+        md.append("### bench-smoke: Portcullis floor, 10 KB Pod review, `/validate`\n")
+        md.append(table(LOAD_HEADERS, [["floor", c, r["rps"], r["p50"], r["p90"], r["p99"], r["max"],
+                                        f'{r["cpu_per_1000"]:.3f}', r["syn_drops"], r["failed"]]
+                                       for c, r in results.items()]))
+        print("\n".join(md))
+        bad = {c: (r["statuses"], r["error_kinds"]) for c, r in results.items() if r["failed"]}
+        if bad:
+            print(f"bench-smoke: FAILED: requests without a 200: {bad}; log: {server.log_path}",
+                  file=sys.stderr)
+            return 1
+        print("bench-smoke: ok (200 requests, all 200)", file=sys.stderr)
+        return 0
+
+    scale = args.scale
+    requests = {b: max(256, int(n * scale)) for b, n in REQUESTS.items()}
+
+    # The standard set, with the VAP when this build accepts it.
+    standard = [STANDARD_POLICIES]
+    check = subprocess.run([args.portcullis, "check", "--policies", STANDARD_POLICIES, "--policies",
+                            VAP, BODIES["pod-10kb"]], capture_output=True, text=True)
+    if check.returncode == 0 and "ALLOWED" in check.stdout:
+        standard.append(VAP)
+        notes.append("`standard` includes bench/fixtures/vap (ValidatingAdmissionPolicy, 10 CEL "
+                     "validations): `portcullis check` accepts it.")
+    else:
+        reason = (check.stderr or check.stdout).strip().splitlines()
+        notes.append("`standard` runs **without** bench/fixtures/vap: `portcullis check` refused it "
+                     f"(`{reason[-1] if reason else check.returncode}`); the Go peer still runs its "
+                     "10 VAP checks, so the comparison is tilted against the peer by those checks.")
+
+    servers = [("floor", lambda: portcullis(args.portcullis, "floor", [empty], workdir, certs))]
+    if len(standard) > 1:
+        # The same set without the VAP, to split the standard set's cost.
+        servers.append(("std-no-vap", lambda: portcullis(args.portcullis, "std-no-vap",
+                                                         [STANDARD_POLICIES], workdir, certs)))
+        notes.append("`std-no-vap`: the standard set without bench/fixtures/vap (Pod Security + "
+                     "native rules only).")
+    servers.append(("standard", lambda: portcullis(args.portcullis, "standard", standard, workdir, certs)))
+    if args.go_webhook:
+        servers.append(("go-peer", lambda: go_peer(args.go_webhook, workdir, certs)))
+    else:
+        notes.append("Go peer skipped (no Go toolchain or `BENCH_SKIP_PEER`).")
+
+    results, memory, half = {}, {}, {}
+    for name, make in servers:
+        server = make()
+        RUNNING.append(server.start())
+        time.sleep(0.5)
+        idle = memory_kb(server.pid)["VmRSS"]
+        log(f"{name}: warm-up")
+        oha.run(server, "/validate", BODIES["pod-10kb"], max(256, int(2000 * scale)), 16)
+        for body in BODIES:
+            for c in CONCURRENCY:
+                n = max(requests[body], int(PER_CONNECTION * c * min(scale, 1)), c)
+                r = oha.run(server, "/validate", BODIES[body], n, c)
+                results.setdefault((name, body, "/validate"), {})[c] = r
+                log(f"{name} {body} c={c}: {r['rps']:.0f} req/s p99 {r['p99']:.2f} ms failed {r['failed']}")
+        for c in (1, 64):
+            r = oha.run(server, "/mutate", BODIES["pod-10kb"], requests["pod-10kb"], c)
+            results.setdefault((name, "pod-10kb", "/mutate"), {})[c] = r
+        # p99 at half of the peak throughput (10 KB Pod), open loop at c=64.
+        peak = max(r["rps"] for r in results[(name, "pod-10kb", "/validate")].values())
+        n_half = max(500, int(peak / 2 * 5 * min(scale, 1)))
+        half[name] = (peak, oha.run(server, "/validate", BODIES["pod-10kb"], n_half, 64, qps=peak / 2))
+        peak_rss = memory_kb(server.pid)["VmHWM"]
+        opened, still, rss_conns = idle_connections(server, certs / "ca.crt", BODIES["configmap"], 1000)
+        memory[name] = (idle, peak_rss, rss_conns, opened, still)
+        server.stop()
+        RUNNING.remove(server)
+
+    names = [n for n, _ in servers]
+    md.append("## Load: servers side by side\n")
+    md.append(f"oha, HTTPS/1.1 keep-alive on 127.0.0.1, `-n` per run: "
+              + ", ".join(f"{b} {n}" for b, n in requests.items())
+              + f" (at least {PER_CONNECTION} per connection at full scale: the first request of "
+              "each connection carries its TLS handshake). `CPU s / 1000`: server CPU (user+system, /proc/PID/stat) per 1000 reviews. "
+              "`SYN drops`: "
+              "connection attempts dropped by a full listen queue during the run (/proc/net/netstat "
+              "ListenDrops; each costs the client a 1 s SYN retry). `failed`: oha errors plus "
+              "non-200 answers.\n")
+    for body in BODIES:
+        size = BODIES[body].stat().st_size
+        md.append(f"### `/validate`, {body} ({size / 1024:.1f} KiB)\n")
+        md.append(table(LOAD_HEADERS, load_rows(results, names, body)) + "\n")
+    md.append("### `/mutate`, pod-10kb\n")
+    md.append(table(LOAD_HEADERS, load_rows(results, names, "pod-10kb", "/mutate")) + "\n")
+
+    md.append("### Memory\n")
+    md.append(table(["server", "idle RSS MiB", "peak RSS MiB (VmHWM, after the load)",
+                     "RSS MiB with 1000 idle TLS connections", "connections opened / still open"],
+                    [[n, i / 1024, p / 1024, r / 1024, f"{o} / {s}"] for n, (i, p, r, o, s) in memory.items()]) + "\n")
+
+    md.append("### Ratios\n")
+    rows = []
+    for body in BODIES:
+        floor = results[("floor", body, "/validate")][64]
+        std = results[("standard", body, "/validate")][64]
+        rows.append([f"standard / floor throughput, {body}, c=64", std["rps"] / floor["rps"]])
+        if ("std-no-vap", body, "/validate") in results:
+            novap = results[("std-no-vap", body, "/validate")][64]
+            rows.append([f"std-no-vap / floor throughput, {body}, c=64", novap["rps"] / floor["rps"]])
+        if ("go-peer", body, "/validate") in results:
+            go = results[("go-peer", body, "/validate")][64]
+            rows.append([f"standard / go-peer throughput, {body}, c=64", std["rps"] / go["rps"]])
+            rows.append([f"go-peer / standard CPU per review, {body}, c=64",
+                         go["cpu_per_1000"] / std["cpu_per_1000"] if std["cpu_per_1000"] else None])
+            rows.append([f"go-peer / standard p99, {body}, c=64", go["p99"] / std["p99"]])
+    md.append(table(["ratio", "value"], rows) + "\n")
+
+    md.append("### p99 at half of peak load (pod-10kb, `/validate`, c=64, oha `-q` with latency correction)\n")
+    md.append(table(["server", "peak req/s", "offered req/s", "achieved req/s", "p50 ms", "p99 ms", "failed"],
+                    [[n, peak, peak / 2, r["rps"], r["p50"], r["p99"], r["failed"]]
+                     for n, (peak, r) in half.items()]) + "\n")
+
+    # ---- policy scale ----
+    md.append("## Policy scale (Portcullis)\n")
+    md.append("N generated Policy documents in one file, one validation rule each (native.yaml's 10 "
+              "families in turn), all matching Pods. Load time: process start until /readyz "
+              "answers 200. Per-request cost: pod-10kb `/validate`, c=16.\n")
+    rows = []
+    n_scale = requests["pod-10kb"]
+    for count in (0, 10, 100, 1000):
+        folder = workdir / f"policies-{count}"
+        folder.mkdir()
+        if count:
+            write_policies(folder / "policies.yaml", count, 1)
+        server = portcullis(args.portcullis, f"scale-{count}", [folder], workdir, certs)
+        RUNNING.append(server.start())
+        load_ms = server.ready_seconds * 1000
+        oha.run(server, "/validate", BODIES["pod-10kb"], max(256, int(1000 * scale)), 16)
+        r = oha.run(server, "/validate", BODIES["pod-10kb"], n_scale, 16)
+        rows.append([count, load_ms, r["rps"], r["p50"], r["p99"], r["cpu_per_1000"] * 1000,
+                     memory_kb(server.pid)["VmRSS"] / 1024, r["failed"]])
+        if count == 1000:
+            reload_row = reload_under_load(server, oha, folder, workdir, r["rps"])
+        server.stop()
+        RUNNING.remove(server)
+    md.append(table(["policies", "load ms", "req/s", "p50 ms", "p99 ms", "CPU µs / review",
+                     "RSS MiB", "failed"], rows) + "\n")
+    md.append("### Reload of 1000 policies under load\n")
+    md.append("While oha sends pod-10kb to `/validate` (c=16), `policies.yaml` is replaced by a new "
+              "generation (rename into the watched folder); reload time runs from the rename until "
+              "`portcullis_reloads_total{component=\"policies\",result=\"success\"}` increments.\n")
+    md.append(table(["reload ms", "reload failures", "requests during the run", "req/s", "p99 ms",
+                     "max ms", "failed"], [reload_row]) + "\n")
+
+    md.append("## Notes\n")
+    md.extend(f"- {n}" for n in notes)
+    text = "\n".join(md) + "\n"
+    print(text)
+    if args.out:
+        pathlib.Path(args.out).write_text(text)
+        log(f"written: {args.out}")
+    failed = sum(r["failed"] for per_c in results.values() for r in per_c.values())
+    failed += reload_row[-1]
+    if failed:
+        log(f"{failed} requests failed")
+        return 1
+    return 0
+
+
+def reload_under_load(server, oha, folder, workdir, rps):
+    n = max(2000, int(rps * 6))
+    proc = oha.start(server, "/validate", BODIES["pod-10kb"], n, 16)
+    time.sleep(1.5)
+    before = reload_successes(server)
+    staged = workdir / "policies-next.yaml"
+    write_policies(staged, 1000, 2)
+    started = time.monotonic()
+    os.replace(staged, folder / "policies.yaml")
+    reload_ms = None
+    while time.monotonic() - started < 60:
+        now = reload_successes(server)
+        if now["success"] > before["success"]:
+            reload_ms = (time.monotonic() - started) * 1000
+            break
+        time.sleep(0.005)
+    failures = now["failure"] - before["failure"]
+    overlapped = proc.poll() is None
+    r = Oha.finish(proc, n)
+    if reload_ms is None:
+        log("reload: no successful reload within 60 s")
+    elif not overlapped:
+        log("reload: the load ended before the reload completed; raise BENCH_SCALE")
+    return [reload_ms, failures, n, r["rps"], r["p99"], r["max"], r["failed"]]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

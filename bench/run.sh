@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Side-by-side load benchmark (`make bench-load`) and its CI smoke (`make bench-smoke`).
+#
+#   bench/run.sh            Portcullis floor (empty policy folder), Portcullis standard set and
+#                           the Go peer (bench/peers/go-webhook), three bodies, c = 1/16/64/256,
+#                           memory, policy scale and reload; markdown on stdout and in
+#                           bench/results/latest.md
+#   bench/run.sh --smoke    Portcullis floor, 10 KB Pod, c = 1 and 4, 100 requests each; exits 1
+#                           unless all 200 requests got a 200. No Go needed.
+#
+# Tools are installed here, outside git, on first use (every build under `nice -n 19`):
+#   oha         cargo install --locked --root $CACHE oha   (crates.io, pinned version)
+#   go-webhook  go build from the committed go.mod/go.sum (Go module proxy), in
+#               $CACHE/go-webhook/<hash of sources and Go version>/, reused when present
+# CACHE = ${PORTCULLIS_BENCH_CACHE:-$HOME/.cache/portcullis-bench}.
+#
+# Environment: BENCH_SCALE (request counts, default 1; the smoke ignores it), BENCH_NICE (nice
+# level of the measurement itself, default 0), BENCH_SKIP_PEER=1, PORTCULLIS_BIN (skip the
+# cargo build), OHA, GO, BENCH_KEEP=1 (keep the work dir with the server logs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OHA_VERSION=1.16.0
+CACHE="${PORTCULLIS_BENCH_CACHE:-$HOME/.cache/portcullis-bench}"
+SMOKE=0
+[[ "${1:-}" == "--smoke" ]] && SMOKE=1
+
+say() { echo "[bench] $*" >&2; }
+
+# ---- oha ----
+OHA="${OHA:-$CACHE/bin/oha}"
+if [[ ! -x "$OHA" ]]; then
+  say "installing oha $OHA_VERSION into $CACHE (cargo install, a few minutes on 2 cores)"
+  mkdir -p "$CACHE"
+  nice -n 19 cargo install --locked --version "$OHA_VERSION" --root "$CACHE" oha >&2
+fi
+
+# ---- portcullis ----
+if [[ -n "${PORTCULLIS_BIN:-}" ]]; then
+  PORTCULLIS="$PORTCULLIS_BIN"
+else
+  TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+  if [[ $SMOKE == 1 ]]; then
+    # The debug build `cargo test` already made: the smoke checks the scripts, not figures.
+    say "cargo build --locked (debug)"
+    nice -n 19 cargo build --locked --bin portcullis >&2
+    PORTCULLIS="$TARGET_DIR/debug/portcullis"
+  else
+    say "cargo build --release --locked"
+    nice -n 19 cargo build --release --locked --bin portcullis >&2
+    PORTCULLIS="$TARGET_DIR/release/portcullis"
+  fi
+fi
+
+if [[ $SMOKE == 1 ]]; then
+  exec python3 bench/loadbench.py --smoke --portcullis "$PORTCULLIS" --oha "$OHA"
+fi
+
+# ---- the Go peer ----
+PEER_ARGS=()
+NOTES=()
+GO="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
+if [[ -n "${BENCH_SKIP_PEER:-}" ]]; then
+  NOTES+=(--note "Go peer skipped: BENCH_SKIP_PEER is set.")
+elif [[ ! -x "$GO" ]]; then
+  say "Go not found: the Go peer is skipped"
+  NOTES+=(--note "Go peer skipped: no Go toolchain.")
+else
+  PEER_SRC=bench/peers/go-webhook
+  KEY="$( { cat "$PEER_SRC/go.mod" "$PEER_SRC/go.sum" "$PEER_SRC"/*.go; "$GO" version; } \
+          | sha256sum | cut -c1-16)"
+  PEER="$CACHE/go-webhook/$KEY/go-webhook"
+  if [[ ! -x "$PEER" ]]; then
+    say "building the Go peer into $PEER"
+    mkdir -p "$(dirname "$PEER")"
+    (cd "$PEER_SRC" && nice -n 19 "$GO" build -trimpath -mod=readonly -ldflags='-s -w' \
+       -o "$PEER.tmp" .) >&2
+    mv "$PEER.tmp" "$PEER"
+  fi
+  PEER_ARGS=(--go-webhook "$PEER")
+  CR="$(awk '$1 == "sigs.k8s.io/controller-runtime" {print $2}' "$PEER_SRC/go.mod")"
+  PSA="$(awk '$1 == "k8s.io/pod-security-admission" {print $2}' "$PEER_SRC/go.mod")"
+  NOTES+=(--note "Go peer: controller-runtime $CR, pod-security-admission $PSA, $("$GO" version | cut -d' ' -f3), GOMAXPROCS default.")
+fi
+
+NOTES+=(--note "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), $(uname -r), load average before the run: $(cut -d' ' -f1-3 /proc/loadavg); oha $("$OHA" --version | awk '{print $2}') runs on the same cores; $("$PORTCULLIS" --version); date $(date -u +%FT%TZ).")
+NOTES+=(--note "Portcullis runs with its defaults (one info log line per decision, to a file); the Go peer logs nothing.")
+
+mkdir -p bench/results
+nice -n "${BENCH_NICE:-0}" python3 bench/loadbench.py --portcullis "$PORTCULLIS" --oha "$OHA" \
+  "${PEER_ARGS[@]}" "${NOTES[@]}" --out bench/results/latest.md
