@@ -122,6 +122,9 @@ pub struct ServeArgs {
     /// Time a client gets to send a request's headers.
     #[arg(long, env = "PORTCULLIS_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub header_read_timeout: Duration,
+    /// A webhook connection that sends nothing for this long is closed.
+    #[arg(long, env = "PORTCULLIS_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
     /// Concurrent HTTP/2 streams per connection.
     #[arg(long, env = "PORTCULLIS_MAX_CONCURRENT_STREAMS", default_value_t = 256)]
     pub max_concurrent_streams: u32,

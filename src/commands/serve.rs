@@ -36,6 +36,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 header_read_timeout: args.header_read_timeout,
                 max_concurrent_streams: args.max_concurrent_streams,
                 max_header_bytes: args.max_header_bytes,
+                idle_timeout: args.idle_timeout,
             },
             // Used only without --policies.
             engine: super::load_engine(&[])?,

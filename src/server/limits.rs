@@ -26,6 +26,9 @@ pub struct ConnectionSettings {
     pub max_concurrent_streams: u32,
     /// Largest request header block (HTTP/1.1 buffer and HTTP/2 header list), in bytes.
     pub max_header_bytes: usize,
+    /// A connection that sends nothing for this long is closed (HTTP/2 has no idle timeout of
+    /// its own; idle HTTP/1.1 keep-alive connections are closed by the header timeout).
+    pub idle_timeout: Duration,
 }
 
 impl Default for ConnectionSettings {
@@ -36,6 +39,7 @@ impl Default for ConnectionSettings {
             header_read_timeout: Duration::from_secs(10),
             max_concurrent_streams: 256,
             max_header_bytes: 64 * 1024,
+            idle_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -46,14 +50,17 @@ impl Default for ConnectionSettings {
 pub struct ConnectionLimit {
     permits: Arc<Semaphore>,
     rejected: Counter,
+    idle_timeout: Duration,
 }
 
 impl ConnectionLimit {
-    /// A limit of `max` connections, counting refusals in `rejected`.
-    pub fn new(max: usize, rejected: Counter) -> Self {
+    /// A limit of `max` connections, counting refusals in `rejected`; a connection that sends
+    /// nothing for `idle_timeout` is closed (HTTP/2 has no idle timeout of its own).
+    pub fn new(max: usize, rejected: Counter, idle_timeout: Duration) -> Self {
         ConnectionLimit {
             permits: Arc::new(Semaphore::new(max)),
             rejected,
+            idle_timeout,
         }
     }
 }
@@ -62,6 +69,8 @@ impl ConnectionLimit {
 pub struct LimitedStream {
     inner: TcpStream,
     _permit: OwnedSemaphorePermit,
+    idle_timeout: Duration,
+    idle: Pin<Box<tokio::time::Sleep>>,
 }
 
 impl AsyncRead for LimitedStream {
@@ -70,7 +79,18 @@ impl AsyncRead for LimitedStream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        let before = buf.filled().len();
+        match Pin::new(&mut self.inner).poll_read(cx, buf) {
+            Poll::Pending if self.idle.as_mut().poll(cx).is_ready() => Poll::Ready(Err(
+                io::Error::new(io::ErrorKind::TimedOut, "connection idle"),
+            )),
+            Poll::Ready(Ok(())) if buf.filled().len() > before => {
+                let deadline = tokio::time::Instant::now() + self.idle_timeout;
+                self.idle.as_mut().reset(deadline);
+                Poll::Ready(Ok(()))
+            }
+            other => other,
+        }
     }
 }
 
@@ -115,6 +135,8 @@ impl<S: Send + 'static> Accept<TcpStream, S> for ConnectionLimit {
                 LimitedStream {
                     inner: stream,
                     _permit: permit,
+                    idle_timeout: self.idle_timeout,
+                    idle: Box::pin(tokio::time::sleep(self.idle_timeout)),
                 },
                 service,
             ))),

@@ -196,6 +196,7 @@ pub async fn start_with(
         .acceptor(ConnectionLimit::new(
             limits.max_connections,
             state.metrics.connections_rejected.clone(),
+            limits.idle_timeout,
         ));
     let mut server = axum_server::from_tcp(webhook_listener)?
         .acceptor(acceptor)

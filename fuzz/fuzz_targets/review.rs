@@ -1,0 +1,60 @@
+//! Arbitrary bytes as the body of `POST /validate` and `POST /mutate`, through the webhook
+//! router in-process with the built-in policy set.
+//!
+//! Must never panic (libFuzzer aborts on any panic, even one the server would catch), and the
+//! answer must be 200 with an AdmissionReview or a 4xx with a JSON `Status`: never a 5xx.
+#![no_main]
+
+use std::sync::LazyLock;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::Request;
+use http_body_util::BodyExt;
+use libfuzzer_sys::fuzz_target;
+use portcullis::engine::Engine;
+use portcullis::server::{AppState, RequestSettings, webhook_router};
+use serde_json::Value;
+use tower::ServiceExt;
+
+static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+});
+
+static STATE: LazyLock<AppState> =
+    LazyLock::new(|| AppState::new(Engine::builtin(), RequestSettings::default()));
+
+static ROUTER: LazyLock<Router> = LazyLock::new(|| webhook_router(STATE.clone()));
+
+fuzz_target!(|data: &[u8]| {
+    for path in ["/validate", "/mutate"] {
+        let request = Request::post(path)
+            .header("content-type", "application/json")
+            .body(Body::from(data.to_vec()))
+            .unwrap();
+        let (status, body) = RUNTIME.block_on(async {
+            let response = ROUTER.clone().oneshot(request).await.unwrap();
+            let status = response.status();
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            (status, body)
+        });
+        let value: Value = serde_json::from_slice(&body)
+            .unwrap_or_else(|e| panic!("{path}: {status} with a body that is not JSON: {e}"));
+        if status.as_u16() == 200 {
+            assert_eq!(value["kind"], "AdmissionReview", "{path}: {value}");
+            assert!(value["response"]["allowed"].is_boolean(), "{path}: {value}");
+        } else {
+            assert!(status.is_client_error(), "{path}: {status}: {value}");
+            assert_eq!(value["kind"], "Status", "{path}: {value}");
+            assert_eq!(value["code"], status.as_u16(), "{path}: {value}");
+        }
+    }
+    assert_eq!(
+        STATE.metrics.panics.get(),
+        0,
+        "a panic was caught by the server"
+    );
+});
