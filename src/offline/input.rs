@@ -5,7 +5,7 @@ use std::fmt;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::manifest::Manifest;
@@ -176,20 +176,21 @@ fn json_values<'a>(file: &Path, bytes: &'a [u8]) -> Result<Vec<RawJson<'a>>, Inp
 /// Splits a YAML stream (JSON is YAML too) into its documents, skipping empty ones; each
 /// keeps its index in the stream.
 pub fn yaml_documents(file: &Path, text: &str) -> Result<Vec<(Source, Value)>, InputError> {
-    let mut documents = Vec::new();
-    for (index, deserializer) in serde_norway::Deserializer::from_str(text).enumerate() {
-        let source = Source {
-            file: file.to_owned(),
-            index,
-            item: None,
-        };
-        let value = Value::deserialize(deserializer)
-            .map_err(|e| InputError::at(&source, format!("invalid YAML: {e}")))?;
-        if !value.is_null() {
-            documents.push((source, value));
-        }
+    let source = |document: &crate::policy::DocumentSource| Source {
+        file: document.file.clone(),
+        index: document.index,
+        item: None,
+    };
+    match crate::policy::parse_documents(file, text) {
+        Ok(documents) => Ok(documents
+            .into_iter()
+            .map(|(document, value)| (source(&document), value))
+            .collect()),
+        Err(error) => Err(match &error.document {
+            Some(document) => InputError::at(&source(document), error.message),
+            None => InputError::file(file, error.message),
+        }),
     }
-    Ok(documents)
 }
 
 fn type_name(value: &Value) -> &'static str {

@@ -328,23 +328,7 @@ fn is_yaml(path: &Path) -> bool {
 
 /// The YAML files under a folder, sorted, skipping names that start with `.`.
 fn yaml_files(folder: &Path, files: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(folder)?
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|p| {
-            !p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with('.'))
-        })
-        .collect();
-    entries.sort();
-    for entry in entries {
-        if entry.is_dir() {
-            yaml_files(&entry, files)?;
-        } else if is_yaml(&entry) {
-            files.push(entry);
-        }
-    }
-    Ok(())
+    crate::policy::collect_files(folder, &is_yaml, files).map_err(|(_, e)| e)
 }
 
 fn is_suite_document(value: &Value) -> bool {

@@ -138,33 +138,49 @@ fn is_policy_file(path: &Path) -> bool {
     )
 }
 
-/// Files to read under `path`: the file itself, or every `.yaml`, `.yml` and `.json` file in
-/// the folder and its subfolders, sorted by path. Names starting with `.` are skipped: a
-/// ConfigMap mount's `..data` and timestamped folders hold the same files again.
-fn policy_files(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), PolicyError> {
-    let metadata = std::fs::metadata(path).map_err(|e| PolicyError::io(path, e))?;
-    if !metadata.is_dir() {
+/// Appends `path` when it is a file, or, for a folder, every file under it (recursively, sorted
+/// by path) that `accept` takes. Names starting with `.` are skipped: a ConfigMap mount's
+/// `..data` and timestamped folders hold the same files again. Symlinks are followed. An error
+/// names the path that could not be read.
+pub fn collect_files(
+    path: &Path,
+    accept: &dyn Fn(&Path) -> bool,
+    files: &mut Vec<PathBuf>,
+) -> Result<(), (PathBuf, std::io::Error)> {
+    let failed = |e| (path.to_owned(), e);
+    if !std::fs::metadata(path).map_err(failed)?.is_dir() {
         files.push(path.to_owned());
         return Ok(());
     }
     let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
-        .map_err(|e| PolicyError::io(path, e))?
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|p| {
-            !p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with('.'))
-        })
-        .collect();
+        .map_err(failed)?
+        .map(|entry| entry.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .map_err(failed)?;
+    entries.retain(|p| {
+        !p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with('.'))
+    });
     entries.sort();
     for entry in entries {
         if entry.is_dir() {
-            policy_files(&entry, files)?;
-        } else if is_policy_file(&entry) {
+            collect_files(&entry, accept, files)?;
+        } else if accept(&entry) {
             files.push(entry);
         }
     }
     Ok(())
+}
+
+/// The policy files under `paths`, in the order they are read: each file named, and every
+/// `.yaml`, `.yml` and `.json` file in the folders named (see [`collect_files`]).
+pub fn policy_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, (PathBuf, std::io::Error)> {
+    let mut files = Vec::new();
+    for path in paths {
+        collect_files(path, &is_policy_file, &mut files)?;
+    }
+    Ok(files)
 }
 
 /// Splits a YAML (or JSON) stream into documents, skipping empty ones.
@@ -248,10 +264,7 @@ pub fn documents_from_str(file: &Path, text: &str) -> Result<Vec<SourcedDocument
 
 /// Reads and recognises every document under `paths` (files or folders), in order.
 pub fn read_documents(paths: &[PathBuf]) -> Result<Vec<SourcedDocument>, PolicyError> {
-    let mut files = Vec::new();
-    for path in paths {
-        policy_files(path, &mut files)?;
-    }
+    let files = policy_files(paths).map_err(|(path, e)| PolicyError::io(&path, e))?;
     let mut documents = Vec::new();
     for file in files {
         let text = std::fs::read_to_string(&file).map_err(|e| PolicyError::io(&file, e))?;

@@ -8,8 +8,9 @@ mod native;
 mod reload;
 
 pub use document::{
-    DocumentSource, PolicyDocument, PolicyError, SourcedDocument, documents_from_str,
-    from_document, parse_documents, read_documents, unsupported_document,
+    DocumentSource, PolicyDocument, PolicyError, SourcedDocument, collect_files,
+    documents_from_str, from_document, parse_documents, policy_files, read_documents,
+    unsupported_document,
 };
 pub use native::{
     CelDefault, CelValidation, DefaultingSpec, HostRules, ImageRules, LabelSelector,

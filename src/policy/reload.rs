@@ -5,7 +5,7 @@
 //! is one atomic store into the [`ArcSwapOption`] the request handlers read lock-free.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -221,41 +221,17 @@ async fn settle(changes: &mut mpsc::Receiver<()>) {
 /// timestamped folders hold the same files again), symlinks followed.
 fn fingerprint(paths: &[PathBuf]) -> std::io::Result<u64> {
     let mut hasher = DefaultHasher::new();
-    for path in paths {
-        hash_path(path, &mut hasher)?;
+    for file in super::policy_files(paths).map_err(|(_, e)| e)? {
+        file.hash(&mut hasher);
+        std::fs::read(&file)?.hash(&mut hasher);
     }
     Ok(hasher.finish())
 }
 
-fn hash_path(path: &Path, hasher: &mut DefaultHasher) -> std::io::Result<()> {
-    if !std::fs::metadata(path)?.is_dir() {
-        path.hash(hasher);
-        std::fs::read(path)?.hash(hasher);
-        return Ok(());
-    }
-    let mut entries = std::fs::read_dir(path)?
-        .map(|entry| entry.map(|e| e.path()))
-        .collect::<std::io::Result<Vec<PathBuf>>>()?;
-    entries.retain(|p| {
-        !p.file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with('.'))
-    });
-    entries.sort();
-    for entry in entries {
-        let is_policy_file = matches!(
-            entry.extension().and_then(|e| e.to_str()),
-            Some("yaml" | "yml" | "json")
-        );
-        if entry.is_dir() || is_policy_file {
-            hash_path(&entry, hasher)?;
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     const UNKNOWN_KIND: &str = "apiVersion: example.com/v1\nkind: Gadget\n";
