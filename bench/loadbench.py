@@ -332,6 +332,45 @@ def fmt(v, digits=2):
     return str(v)
 
 
+def throughput_svg(results, names, body):
+    """A grouped bar chart (SVG, no dependencies): req/s per server at each concurrency."""
+    colours = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2"]
+    levels = sorted({c for n in names for c in results.get((n, body, "/validate"), {})})
+    peak = max((r["rps"] for n in names for r in results.get((n, body, "/validate"), {}).values()),
+               default=1) or 1
+    width, height, left, bottom, top = 760, 360, 70, 50, 40
+    group = (width - left - 20) / max(len(levels), 1)
+    bar = group * 0.8 / max(len(names), 1)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'font-family="sans-serif" font-size="12">',
+           f'<text x="{left}" y="20" font-size="14">/validate, {body}: requests per second '
+           f'(higher is better)</text>']
+    plot = height - bottom - top
+    for i in range(5):
+        value = peak * i / 4
+        y = height - bottom - plot * i / 4
+        out.append(f'<line x1="{left}" x2="{width - 20}" y1="{y:.0f}" y2="{y:.0f}" stroke="#ddd"/>')
+        out.append(f'<text x="{left - 6}" y="{y + 4:.0f}" text-anchor="end">{value:,.0f}</text>')
+    for g, c in enumerate(levels):
+        x0 = left + g * group + group * 0.1
+        out.append(f'<text x="{x0 + group * 0.4:.0f}" y="{height - bottom + 18}" '
+                   f'text-anchor="middle">c={c}</text>')
+        for k, name in enumerate(names):
+            r = results.get((name, body, "/validate"), {}).get(c)
+            if not r:
+                continue
+            h = plot * r["rps"] / peak
+            out.append(f'<rect x="{x0 + k * bar:.1f}" y="{height - bottom - h:.1f}" '
+                       f'width="{bar * 0.9:.1f}" height="{h:.1f}" fill="{colours[k % 5]}">'
+                       f'<title>{name} c={c}: {r["rps"]:,.0f} req/s</title></rect>')
+    for k, name in enumerate(names):
+        x = left + k * 150
+        out.append(f'<rect x="{x}" y="{height - 18}" width="12" height="12" fill="{colours[k % 5]}"/>')
+        out.append(f'<text x="{x + 16}" y="{height - 8}">{name}</text>')
+    out.append("</svg>\n")
+    return "\n".join(out)
+
+
 def table(headers, rows):
     out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     out += ["| " + " | ".join(fmt(c) for c in row) + " |" for row in rows]
@@ -480,6 +519,11 @@ def run(args, workdir):
         md.append(table(LOAD_HEADERS, load_rows(results, names, body)) + "\n")
     md.append("### `/mutate`, pod-10kb\n")
     md.append(table(LOAD_HEADERS, load_rows(results, names, "pod-10kb", "/mutate")) + "\n")
+
+    if args.out:
+        chart = pathlib.Path(args.out).with_name("throughput.svg")
+        chart.write_text(throughput_svg(results, names, "pod-10kb"))
+        md.append(f"Chart: `{chart}` (throughput by concurrency, pod-10kb `/validate`).\n")
 
     md.append("### Memory\n")
     md.append(table(["server", "idle RSS MiB", "peak RSS MiB (VmHWM, after the load)",
