@@ -156,7 +156,56 @@ pub struct AdmissionRequest {
     pub options: Option<Value>,
 }
 
+/// The request without `object` and `oldObject`: what CEL's `request` variable holds.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestAttributes<'a> {
+    uid: &'a str,
+    kind: &'a GroupVersionKind,
+    resource: &'a GroupVersionResource,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sub_resource: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_kind: Option<&'a GroupVersionKind>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_resource: Option<&'a GroupVersionResource>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_sub_resource: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<&'a str>,
+    operation: Operation,
+    user_info: &'a UserInfo,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dry_run: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    options: Option<&'a Value>,
+}
+
 impl AdmissionRequest {
+    /// The request's attributes as JSON, without `object` and `oldObject` (which can be large
+    /// and are bound separately): the value of CEL's `request` variable.
+    pub fn attributes_json(&self) -> Value {
+        let attributes = RequestAttributes {
+            uid: &self.uid,
+            kind: &self.kind,
+            resource: &self.resource,
+            sub_resource: self.sub_resource.as_deref(),
+            request_kind: self.request_kind.as_ref(),
+            request_resource: self.request_resource.as_ref(),
+            request_sub_resource: self.request_sub_resource.as_deref(),
+            name: self.name.as_deref(),
+            namespace: self.namespace.as_deref(),
+            operation: self.operation,
+            user_info: &self.user_info,
+            dry_run: self.dry_run,
+            options: self.options.as_ref(),
+        };
+        // Plain structs of strings and JSON values always serialize.
+        serde_json::to_value(attributes).unwrap_or(Value::Null)
+    }
+
     /// The object the decision is about: `object`, or `oldObject` for DELETE.
     pub fn subject(&self) -> Option<&Value> {
         match self.operation {

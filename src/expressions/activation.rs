@@ -69,6 +69,37 @@ const SLOTS: [&str; 5] = [
     "namespaceObject",
 ];
 
+/// A bound value: JSON converted on first reference (most expressions never read `request`
+/// or `oldObject`), or a value given as is.
+#[derive(Debug)]
+struct Binding<'a> {
+    json: Option<&'a serde_json::Value>,
+    val: OnceLock<Box<dyn Val + 'a>>,
+}
+
+impl<'a> Binding<'a> {
+    fn json(json: &'a serde_json::Value) -> Self {
+        Binding {
+            json: Some(json),
+            val: OnceLock::new(),
+        }
+    }
+
+    fn val(val: Box<dyn Val + 'a>) -> Self {
+        Binding {
+            json: None,
+            val: OnceLock::from(val),
+        }
+    }
+
+    fn get(&self) -> &(dyn Val + 'a) {
+        &**self.val.get_or_init(|| match self.json {
+            Some(json) => convert::json_to_val(json),
+            None => Box::new(CelNull),
+        })
+    }
+}
+
 struct LazyVariable<'a> {
     name: String,
     value: OnceLock<Result<Box<dyn Val + 'a>, CelEvalError>>,
@@ -79,8 +110,8 @@ struct LazyVariable<'a> {
 /// are evaluated the first time an expression references them and cached for the life of
 /// the activation (one request); an error propagates only to expressions that reference it.
 pub struct Activation<'a> {
-    slots: [Option<Box<dyn Val + 'a>>; 5],
-    extra: Vec<(String, Box<dyn Val + 'a>)>,
+    slots: [Option<Binding<'a>>; 5],
+    extra: Vec<(String, Binding<'a>)>,
     lazy: Vec<LazyVariable<'a>>,
     evaluator: Option<Box<VariableEvaluator<'a>>>,
     authorizer: Option<Box<dyn Val + 'a>>,
@@ -146,24 +177,24 @@ impl<'a> Activation<'a> {
         self.json("namespaceObject", json)
     }
 
-    /// Binds any variable to JSON (converted once, borrowed).
+    /// Binds any variable to JSON (converted once, on first reference, borrowed).
     #[must_use]
     pub fn json(self, name: &str, json: &'a serde_json::Value) -> Self {
-        self.val(name, convert::json_to_val(json))
+        self.bind(name, Binding::json(json))
     }
 
     /// Binds any variable to a CEL value (e.g. an object built by a mutation).
     pub fn value(self, name: &str, value: Value) -> Result<Self, CelEvalError> {
         let val: Box<dyn Val> = value.try_into().map_err(|e| eval_error(&e))?;
-        Ok(self.val(name, val))
+        Ok(self.bind(name, Binding::val(val)))
     }
 
-    fn val(mut self, name: &str, val: Box<dyn Val + 'a>) -> Self {
+    fn bind(mut self, name: &str, binding: Binding<'a>) -> Self {
         match SLOTS.iter().position(|slot| *slot == name) {
-            Some(i) => self.slots[i] = Some(val),
+            Some(i) => self.slots[i] = Some(binding),
             None => {
                 self.extra.retain(|(n, _)| n != name);
-                self.extra.push((name.to_owned(), val));
+                self.extra.push((name.to_owned(), binding));
             }
         }
         self
@@ -270,7 +301,7 @@ impl VariableResolver for ActivationResolver<'_, '_> {
         let activation = self.activation;
         if let Some(i) = SLOTS.iter().position(|slot| *slot == variable) {
             return Some(match &activation.slots[i] {
-                Some(val) => CowVal::Borrowed(&**val),
+                Some(binding) => CowVal::Borrowed(binding.get()),
                 None => CowVal::owned(CelNull),
             });
         }
@@ -316,7 +347,7 @@ impl VariableResolver for ActivationResolver<'_, '_> {
                 .extra
                 .iter()
                 .find(|(n, _)| n == variable)
-                .map(|(_, val)| CowVal::Borrowed(&**val)),
+                .map(|(_, binding)| CowVal::Borrowed(binding.get())),
         }
     }
 }

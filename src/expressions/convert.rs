@@ -1,13 +1,15 @@
 //! JSON ↔ CEL. Integers are `int`, as in Kubernetes; floats are `double`.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use cel::ExecutionError;
 use cel::Value;
+use cel::common::traits::{Adder, Container, Indexer, Iterable, Sizer, Zeroer};
 use cel::common::types::{
-    CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, CelUInt,
+    CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, CelUInt, Type,
 };
-use cel::common::value::Val;
+use cel::common::value::{Builtin, BuiltinRef, CowVal, Val};
 use cel::objects::{Key, Map};
 
 use super::CelEvalError;
@@ -41,8 +43,10 @@ pub fn json_to_cel(value: &serde_json::Value) -> Value {
     }
 }
 
-/// Converts JSON straight to the interpreter's representation, borrowing its strings: what
-/// [`super::Activation`] binds, so a request body is converted once and not copied again.
+/// Converts JSON straight to the interpreter's representation, borrowing it: scalars become
+/// the built-in values (strings borrowed), objects and arrays a [`JsonView`] that converts
+/// members only as they are read. What [`super::Activation`] binds, so a request body is not
+/// copied, and a comprehension over `object.spec.containers` does not deep-copy each element.
 pub fn json_to_val(value: &serde_json::Value) -> Box<dyn Val + '_> {
     match value {
         serde_json::Value::Null => Box::new(CelNull),
@@ -57,15 +61,233 @@ pub fn json_to_val(value: &serde_json::Value) -> Box<dyn Val + '_> {
             }
         }
         serde_json::Value::String(s) => Box::new(CelString::from(s.as_str())),
-        serde_json::Value::Array(items) => Box::new(CelList::from(
-            items.iter().map(json_to_val).collect::<Vec<_>>(),
-        )),
-        serde_json::Value::Object(fields) => Box::new(CelMap::from(
-            fields
-                .iter()
-                .map(|(k, v)| (CelMapKey::from(k.as_str()), json_to_val(v)))
-                .collect::<HashMap<_, _>>(),
-        )),
+        serde_json::Value::Array(_) | serde_json::Value::Object(_) => {
+            Box::new(JsonView::new(value))
+        }
+    }
+}
+
+/// A JSON object (a CEL `map`) or array (a `list`), borrowed, converted one level at a time
+/// on first use: into a [`CelMap`] or [`CelList`] whose members are views in turn. Every
+/// operation goes to that built-in container, which is also what `downcast_ref` finds, so a
+/// view behaves exactly as the container would. Only the paths an expression reads get
+/// converted, once per request; cloning a view (as a comprehension does with each element)
+/// shares what has been converted rather than copying it deeply.
+#[derive(Debug)]
+pub struct JsonView<'a> {
+    json: &'a serde_json::Value,
+    shallow: OnceLock<Arc<Shallow<'a>>>,
+}
+
+#[derive(Debug)]
+enum Shallow<'a> {
+    Map(CelMap<'a>),
+    List(CelList<'a>),
+}
+
+impl<'a> JsonView<'a> {
+    fn new(json: &'a serde_json::Value) -> Self {
+        JsonView {
+            json,
+            shallow: OnceLock::new(),
+        }
+    }
+
+    fn shallow(&self) -> &Shallow<'a> {
+        self.shallow.get_or_init(|| {
+            Arc::new(match self.json {
+                serde_json::Value::Object(fields) => Shallow::Map(CelMap::from(
+                    fields
+                        .iter()
+                        .map(|(k, v)| (CelMapKey::from(k.as_str()), json_to_val(v)))
+                        .collect::<HashMap<_, _>>(),
+                )),
+                serde_json::Value::Array(items) => Shallow::List(CelList::from(
+                    items.iter().map(json_to_val).collect::<Vec<_>>(),
+                )),
+                _ => Shallow::List(CelList::from(Vec::new())),
+            })
+        })
+    }
+
+    fn inner(&self) -> &(dyn Val + 'a) {
+        match self.shallow() {
+            Shallow::Map(m) => m,
+            Shallow::List(l) => l,
+        }
+    }
+}
+
+impl Val for JsonView<'_> {
+    fn get_type(&self) -> &Type {
+        if self.json.is_object() {
+            <CelMap as Val>::cel_type()
+        } else {
+            <CelList as Val>::cel_type()
+        }
+    }
+
+    fn cel_type() -> &'static Type {
+        // A view is a map or a list, depending on the value.
+        <CelMap as Val>::cel_type()
+    }
+
+    fn as_adder<'b, 'w>(&'b self) -> Option<&'b (dyn Adder + 'w)>
+    where
+        Self: 'w,
+    {
+        // lists concatenate; maps have no `+`
+        self.json.is_array().then_some(self as &dyn Adder)
+    }
+
+    fn as_container(&self) -> Option<&dyn Container> {
+        Some(self)
+    }
+
+    fn as_indexer<'b, 'w>(&'b self) -> Option<&'b (dyn Indexer + 'w)>
+    where
+        Self: 'w,
+    {
+        Some(self)
+    }
+
+    fn into_indexer<'w>(self: Box<Self>) -> Option<Box<dyn Indexer + 'w>>
+    where
+        Self: 'w,
+    {
+        Some(self)
+    }
+
+    fn as_iterable<'b, 'w>(&'b self) -> Option<&'b (dyn Iterable + 'w)>
+    where
+        Self: 'w,
+    {
+        Some(self)
+    }
+
+    fn as_sizer(&self) -> Option<&dyn Sizer> {
+        Some(self)
+    }
+
+    fn as_zeroer(&self) -> Option<&dyn Zeroer> {
+        Some(self)
+    }
+
+    fn equals(&self, other: &dyn Val) -> bool {
+        self.inner().equals(other)
+    }
+
+    fn clone_as_boxed<'w>(&self) -> Box<dyn Val + 'w>
+    where
+        Self: 'w,
+    {
+        // Convert the original, so that every clone (each comprehension over a list binds
+        // clones of its elements) shares one conversion rather than making its own.
+        self.shallow();
+        let shallow = OnceLock::new();
+        if let Some(converted) = self.shallow.get() {
+            let _ = shallow.set(Arc::clone(converted));
+        }
+        Box::new(JsonView {
+            json: self.json,
+            shallow,
+        })
+    }
+
+    fn as_builtin<'b, 'w>(&'b self) -> BuiltinRef<'b, 'w>
+    where
+        Self: 'w,
+    {
+        match self.shallow() {
+            Shallow::Map(m) => BuiltinRef::Map(m),
+            Shallow::List(l) => BuiltinRef::List(l),
+        }
+    }
+
+    fn into_builtin<'w>(self: Box<Self>) -> Option<Builtin<'w>>
+    where
+        Self: 'w,
+    {
+        self.shallow();
+        let shallow = self.shallow.into_inner()?;
+        Some(match Arc::try_unwrap(shallow) {
+            Ok(Shallow::Map(m)) => Builtin::Map(m),
+            Ok(Shallow::List(l)) => Builtin::List(l),
+            Err(shared) => match &*shared {
+                Shallow::Map(m) => Builtin::Map(m.clone()),
+                Shallow::List(l) => Builtin::List(l.clone()),
+            },
+        })
+    }
+}
+
+impl Adder for JsonView<'_> {
+    fn add<'b, 'w>(&'b self, rhs: &(dyn Val + 'w)) -> Result<CowVal<'b, 'w>, ExecutionError>
+    where
+        Self: 'w,
+    {
+        self.inner().as_adder().expect("lists add").add(rhs)
+    }
+}
+
+impl Container for JsonView<'_> {
+    fn contains(&self, value: &dyn Val) -> Result<bool, ExecutionError> {
+        self.inner()
+            .as_container()
+            .expect("maps and lists are containers")
+            .contains(value)
+    }
+}
+
+impl Indexer for JsonView<'_> {
+    fn get<'b, 'w>(&'b self, idx: &dyn Val) -> Result<CowVal<'b, 'w>, ExecutionError>
+    where
+        Self: 'w,
+    {
+        self.inner()
+            .as_indexer()
+            .expect("maps and lists are indexers")
+            .get(idx)
+    }
+
+    fn steal<'w>(self: Box<Self>, idx: &dyn Val) -> Result<Box<dyn Val + 'w>, ExecutionError>
+    where
+        Self: 'w,
+    {
+        self.get(idx).map(CowVal::into_owned)
+    }
+}
+
+impl Iterable for JsonView<'_> {
+    fn iter<'b, 'w>(&'b self) -> Box<dyn cel::common::traits::Iterator<'b, 'w> + 'b>
+    where
+        Self: 'w,
+    {
+        self.inner()
+            .as_iterable()
+            .expect("maps and lists are iterable")
+            .iter()
+    }
+}
+
+impl Sizer for JsonView<'_> {
+    fn size(&self) -> CelInt {
+        let len = match self.json {
+            serde_json::Value::Object(fields) => fields.len(),
+            serde_json::Value::Array(items) => items.len(),
+            _ => 0,
+        };
+        CelInt::from(len as i64)
+    }
+}
+
+impl Zeroer for JsonView<'_> {
+    fn is_zero_value(&self) -> bool {
+        match self.json {
+            serde_json::Value::Object(fields) => fields.is_empty(),
+            serde_json::Value::Array(items) => items.is_empty(),
+            _ => true,
+        }
     }
 }
 

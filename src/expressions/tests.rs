@@ -338,3 +338,102 @@ fn a_variable_referencing_itself_is_an_error_not_a_deadlock() {
         .unwrap_err();
     assert!(error.to_string().contains("references itself"), "{error}");
 }
+
+#[test]
+fn json_views_behave_as_maps_and_lists() {
+    let object = json!({
+        "metadata": {"labels": {"app": "web", "tier": "1"}},
+        "spec": {"containers": [{"name": "a", "ports": [80, 443]}, {"name": "b"}], "n": 2}
+    });
+    let t = |source: &str| eval_json(source, &object);
+    let yes = Ok(json!(true));
+    assert_eq!(
+        t("object.metadata.labels == {'app': 'web', 'tier': '1'}"),
+        yes
+    );
+    assert_eq!(
+        t("{'app': 'web', 'tier': '1'} == object.metadata.labels"),
+        yes
+    );
+    assert_eq!(t("object.metadata.labels == object.metadata.labels"), yes);
+    assert_eq!(t("[80, 443] == object.spec.containers[0].ports"), yes);
+    assert_eq!(t("object.spec.containers[0].ports == [80, 443]"), yes);
+    assert_eq!(t("object.spec.containers[0].ports == [80.0, 443u]"), yes);
+    assert_eq!(
+        t("object.spec.containers[1] in object.spec.containers"),
+        yes
+    );
+    assert_eq!(t("{'name': 'b'} in object.spec.containers"), yes);
+    assert_eq!(
+        t("'app' in object.metadata.labels && !('x' in object.metadata.labels)"),
+        yes
+    );
+    assert_eq!(t("443 in object.spec.containers[0].ports"), yes);
+    assert_eq!(
+        t("size(object.spec.containers) == 2 && object.metadata.labels.size() == 2"),
+        yes
+    );
+    assert_eq!(
+        t("object.spec.containers.map(c, c.name)"),
+        Ok(json!(["a", "b"]))
+    );
+    assert_eq!(
+        t("object.spec.containers.filter(c, has(c.ports)).size()"),
+        Ok(json!(1))
+    );
+    assert_eq!(
+        t("object.spec.containers.all(i, c, i >= 0 && c.name != '')"),
+        yes
+    );
+    assert_eq!(
+        t("object.metadata.labels.exists(k, v, k == 'tier' && v == '1')"),
+        yes
+    );
+    assert_eq!(t("object.metadata.labels.exists_one(k, k == 'app')"), yes);
+    assert_eq!(
+        t("object.spec.containers + [{'name': 'c'}]").map(|v| v[2].clone()),
+        Ok(json!({"name": "c"}))
+    );
+    assert_eq!(
+        t("[{'name': 'z'}] + object.spec.containers").map(|v| v[2].clone()),
+        Ok(json!({"name": "b"}))
+    );
+    assert_eq!(
+        t("[object.metadata, {'x': object.spec.containers[0]}]"),
+        Ok(json!([object["metadata"], {"x": object["spec"]["containers"][0]}]))
+    );
+    assert_eq!(
+        t("object.?spec.?containers[?5].hasValue()"),
+        Ok(json!(false))
+    );
+    assert_eq!(
+        t("object.spec.?containers[?1].?name.orValue('')"),
+        Ok(json!("b"))
+    );
+    assert_eq!(
+        t("type(object.spec) == map && type(object.spec.containers) == list"),
+        yes
+    );
+    assert_eq!(t("object.spec.n == 2 && type(object.spec.n) == int"), yes);
+    assert_eq!(
+        t("object.spec.containers[2]").unwrap_err().to_string(),
+        "index out of bounds: 2"
+    );
+    assert_eq!(
+        t("object.metadata.labels.x").unwrap_err().to_string(),
+        "no such key: x"
+    );
+    assert_eq!(
+        t("object.metadata.labels['x']").unwrap_err().to_string(),
+        "no such key: x"
+    );
+    assert_eq!(
+        t("object.spec.containers.exists(c, c.name == 'b') ? object.spec : {}"),
+        Ok(object["spec"].clone())
+    );
+    assert_eq!(
+        t("object.spec.containers.sortBy(c, c.name).map(c, c.name)"),
+        Ok(json!(["a", "b"]))
+    );
+    assert_eq!(t("object.metadata.labels.app.startsWith('w')"), yes);
+}

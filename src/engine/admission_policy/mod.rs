@@ -493,11 +493,7 @@ struct RequestInput<'r> {
 
 impl<'r> RequestInput<'r> {
     fn new(request: &'r AdmissionRequest, namespaces: &dyn NamespaceLookup) -> Self {
-        let mut value = serde_json::to_value(request).unwrap_or(Json::Null);
-        if let Some(map) = value.as_object_mut() {
-            map.remove("object");
-            map.remove("oldObject");
-        }
+        let value = request.attributes_json();
         // A Namespace's own request has its name as namespace; the apiserver unsets it.
         let is_namespace = request.kind.group.is_empty() && request.kind.kind == "Namespace";
         let namespace = request

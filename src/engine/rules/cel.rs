@@ -34,11 +34,7 @@ pub struct CelInput {
 impl CelInput {
     /// Built once per request and policy.
     pub fn new(request: &AdmissionRequest, namespaces: &dyn NamespaceLookup) -> Self {
-        let mut value = serde_json::to_value(request).unwrap_or(Value::Null);
-        if let Some(map) = value.as_object_mut() {
-            map.remove("object");
-            map.remove("oldObject");
-        }
+        let value = request.attributes_json();
         let namespace_object = match request.namespace.as_deref().filter(|n| !n.is_empty()) {
             None => Value::Null,
             Some(name) => {
