@@ -81,6 +81,11 @@ impl ControlPlane {
             .expect("run kubectl")
     }
 
+    /// `kubectl create --dry-run=server -n NAMESPACE -f FILE`.
+    fn dry_run_create(&self, namespace: &str, file: &str) -> Output {
+        self.kubectl(&["create", "-n", namespace, "--dry-run=server", "-f", file])
+    }
+
     fn kubectl_ok(&self, args: &[&str]) -> String {
         let output = self.kubectl(args);
         assert!(
@@ -330,8 +335,7 @@ fn end_to_end() {
     }
     let privileged = fixture_path("pod-privileged.yaml");
     eventually("the webhook to be active", Duration::from_secs(60), || {
-        let output =
-            cluster.kubectl(&["create", "-n", "e2e", "--dry-run=server", "-f", &privileged]);
+        let output = cluster.dry_run_create("e2e", &privileged);
         let message = stderr(&output);
         message
             .contains("denied the request")
@@ -380,14 +384,7 @@ fn end_to_end() {
         "the namespace label to reach Portcullis",
         Duration::from_secs(30),
         || {
-            let output = cluster.kubectl(&[
-                "create",
-                "-n",
-                "locked",
-                "--dry-run=server",
-                "-f",
-                &compliant_path(),
-            ]);
+            let output = cluster.dry_run_create("locked", &compliant_path());
             let message = stderr(&output);
             message
                 .contains(r#"[pod-security/enforce] violates PodSecurity "restricted:latest""#)
@@ -413,7 +410,7 @@ fn end_to_end() {
 
     // Dry-run is decided and stores nothing.
     let compliant = compliant_path();
-    let dry = cluster.kubectl(&["create", "-n", "e2e", "--dry-run=server", "-f", &compliant]);
+    let dry = cluster.dry_run_create("e2e", &compliant);
     assert!(dry.status.success(), "{}", stderr(&dry));
     let missing = cluster.kubectl(&["get", "pod", "-n", "e2e", "compliant"]);
     assert!(
@@ -575,7 +572,7 @@ fn end_to_end() {
         status.success(),
         "portcullis exits 0 on SIGTERM: {status:?}"
     );
-    let refused = cluster.kubectl(&["create", "-n", "e2e", "--dry-run=server", "-f", &compliant]);
+    let refused = cluster.dry_run_create("e2e", &compliant);
     assert!(!refused.status.success());
     assert!(
         stderr(&refused).contains("failed calling webhook"),
@@ -583,14 +580,7 @@ fn end_to_end() {
         stderr(&refused)
     );
     for namespace in ["kube-system", "portcullis"] {
-        let output = cluster.kubectl(&[
-            "create",
-            "-n",
-            namespace,
-            "--dry-run=server",
-            "-f",
-            &compliant,
-        ]);
+        let output = cluster.dry_run_create(namespace, &compliant);
         assert!(
             output.status.success(),
             "{namespace} locked out: {}",
@@ -606,8 +596,7 @@ fn end_to_end() {
         "failurePolicy Ignore to apply",
         Duration::from_secs(60),
         || {
-            let output =
-                cluster.kubectl(&["create", "-n", "e2e", "--dry-run=server", "-f", &compliant]);
+            let output = cluster.dry_run_create("e2e", &compliant);
             output
                 .status
                 .success()
@@ -706,14 +695,7 @@ fn admission_latency_through_the_apiserver() {
     let privileged = fixture_path("pod-privileged.yaml");
     let refuses_privileged = |what: &str| {
         eventually(what, Duration::from_secs(60), || {
-            let output = cluster.kubectl(&[
-                "create",
-                "-n",
-                "latency",
-                "--dry-run=server",
-                "-f",
-                &privileged,
-            ]);
+            let output = cluster.dry_run_create("latency", &privileged);
             let message = stderr(&output);
             message.contains("denied").then_some(()).ok_or(message)
         })
@@ -730,14 +712,7 @@ fn admission_latency_through_the_apiserver() {
         "the in-tree policy to be gone",
         Duration::from_secs(60),
         || {
-            let output = cluster.kubectl(&[
-                "create",
-                "-n",
-                "latency",
-                "--dry-run=server",
-                "-f",
-                &privileged,
-            ]);
+            let output = cluster.dry_run_create("latency", &privileged);
             output
                 .status
                 .success()
@@ -790,14 +765,7 @@ fn admission_latency_through_the_apiserver() {
         "the built-in webhooks to be active",
         Duration::from_secs(60),
         || {
-            let output = cluster.kubectl(&[
-                "create",
-                "-n",
-                "latency",
-                "--dry-run=server",
-                "-f",
-                &privileged,
-            ]);
+            let output = cluster.dry_run_create("latency", &privileged);
             let message = stderr(&output);
             message.contains("PodSecurity").then_some(()).ok_or(message)
         },
