@@ -130,6 +130,11 @@ impl<S: Send + 'static> Accept<TcpStream, S> for ConnectionLimit {
     type Future = std::future::Ready<io::Result<(LimitedStream, S)>>;
 
     fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
+        // Answers go out as soon as they are written: with Nagle's algorithm, a response
+        // written in more than one segment waits for the client's delayed ACK (up to 40 ms).
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY");
+        }
         match self.permits.clone().try_acquire_owned() {
             Ok(permit) => std::future::ready(Ok((
                 LimitedStream {
