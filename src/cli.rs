@@ -131,7 +131,11 @@ pub struct ServeArgs {
     /// Largest request header block in bytes.
     #[arg(long, env = "PORTCULLIS_MAX_HEADER_BYTES", default_value_t = 64 * 1024)]
     pub max_header_bytes: usize,
-    /// Time in-flight requests get to finish after SIGTERM or SIGINT.
+    /// After SIGTERM, how long the webhook keeps serving (not ready, HTTP/1.x keep-alive
+    /// off) before it stops accepting connections. SIGINT skips it.
+    #[arg(long, env = "PORTCULLIS_DRAIN_DELAY", default_value = "5s", value_parser = parse_duration)]
+    pub drain_delay: Duration,
+    /// Time in-flight requests get to finish once the listener stops accepting.
     #[arg(long, env = "PORTCULLIS_SHUTDOWN_GRACE", default_value = "20s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
     /// The answer when a request cannot be evaluated (rule panic, deadline passed):

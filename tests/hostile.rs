@@ -64,6 +64,7 @@ async fn start_target(connections: ConnectionSettings) -> Target {
             client_ca: None,
         },
         tls_reload_interval: Duration::from_secs(3600),
+        drain_delay: Duration::ZERO,
         shutdown_grace: Duration::from_secs(5),
         request: RequestSettings {
             max_body_bytes: MAX_BODY_BYTES,

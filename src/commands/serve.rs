@@ -1,3 +1,5 @@
+use std::time::Duration;
+
 use anyhow::Context;
 
 use crate::cli::ServeArgs;
@@ -24,6 +26,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             admin_listen: args.admin_listen,
             tls,
             tls_reload_interval: args.tls_reload_interval,
+            drain_delay: args.drain_delay,
             shutdown_grace: args.shutdown_grace,
             request: RequestSettings {
                 max_body_bytes: args.max_body_bytes,
@@ -70,9 +73,17 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         %namespaces,
         "portcullis is serving"
     );
-    shutdown_signal().await?;
-    tracing::info!(grace = ?args.shutdown_grace, "shutting down: draining in-flight requests");
-    server.shutdown().await?;
+    let drain_delay = match shutdown_signal().await? {
+        ShutdownSignal::Terminate => args.drain_delay,
+        ShutdownSignal::Interrupt => Duration::ZERO,
+    };
+    tracing::info!(
+        drain_delay = ?drain_delay,
+        grace = ?args.shutdown_grace,
+        "shutting down: draining"
+    );
+    server.begin_shutdown_after(drain_delay);
+    server.wait().await?;
     tracing::info!("stopped");
     Ok(())
 }
@@ -108,14 +119,24 @@ fn tls_settings(args: &ServeArgs) -> anyhow::Result<TlsSettings> {
     })
 }
 
-async fn shutdown_signal() -> anyhow::Result<()> {
+/// What asked the server to stop.
+enum ShutdownSignal {
+    /// SIGTERM: an orchestrator; drain with the configured delay.
+    Terminate,
+    /// SIGINT (Ctrl-C): a person at a terminal; no drain delay.
+    Interrupt,
+}
+
+async fn shutdown_signal() -> anyhow::Result<ShutdownSignal> {
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("installing the SIGTERM handler")?;
     tokio::select! {
-        _ = terminate.recv() => {}
-        result = tokio::signal::ctrl_c() => result.context("waiting for SIGINT")?,
+        _ = terminate.recv() => Ok(ShutdownSignal::Terminate),
+        result = tokio::signal::ctrl_c() => {
+            result.context("waiting for SIGINT")?;
+            Ok(ShutdownSignal::Interrupt)
+        }
     }
-    Ok(())
 }
 
 /// Panic messages can quote data they were handling; log only where a panic happened.

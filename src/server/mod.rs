@@ -1,6 +1,7 @@
 //! The webhook server: router, handlers, the AdmissionReview extractor, errors, and the
 //! listeners with graceful shutdown.
 
+mod drain;
 mod error;
 mod extract;
 mod handlers;
@@ -118,6 +119,10 @@ pub fn webhook_router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             observe::observe,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            drain::close_when_draining,
         ))
         .with_state(state)
 }

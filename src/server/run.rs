@@ -30,7 +30,12 @@ pub struct ServeConfig {
     pub tls: TlsSettings,
     /// How often certificate files are re-checked besides change notifications.
     pub tls_reload_interval: Duration,
-    /// How long in-flight requests may take to finish after shutdown begins.
+    /// How long the webhook listener keeps accepting and serving after shutdown begins,
+    /// not ready and with HTTP/1.x keep-alive turned off, before it stops accepting (time
+    /// for the endpoint's removal to reach the apiservers, and for HTTP/1.1 clients to
+    /// leave their keep-alive connections cleanly).
+    pub drain_delay: Duration,
+    /// How long in-flight requests may take to finish once the listener stops accepting.
     pub shutdown_grace: Duration,
     /// Per-request limits.
     pub request: RequestSettings,
@@ -93,6 +98,7 @@ pub struct RunningServer {
     /// The shared state (engine, metrics, readiness).
     pub state: AppState,
     handle: Handle<SocketAddr>,
+    drain_delay: Duration,
     shutdown_grace: Duration,
     webhook_task: JoinHandle<std::io::Result<()>>,
     admin_task: JoinHandle<std::io::Result<()>>,
@@ -239,6 +245,7 @@ pub async fn start_with(
         admin_addr,
         state,
         handle,
+        drain_delay: config.drain_delay,
         shutdown_grace: config.shutdown_grace,
         webhook_task,
         admin_task,
@@ -268,11 +275,28 @@ async fn readyz_waits_for_namespaces(
 }
 
 impl RunningServer {
-    /// Begins a graceful shutdown: readiness turns false, the webhook listener stops
-    /// accepting, and in-flight requests get `shutdown_grace` to finish.
+    /// Begins a graceful shutdown after the configured [`ServeConfig::drain_delay`]; see
+    /// [`RunningServer::begin_shutdown_after`].
     pub fn begin_shutdown(&self) {
+        self.begin_shutdown_after(self.drain_delay);
+    }
+
+    /// Begins a graceful shutdown: readiness turns false and HTTP/1.x answers close their
+    /// connections; after `drain_delay` the webhook listener stops accepting, idle
+    /// connections close (HTTP/2 ones with GOAWAY), and in-flight requests get
+    /// `shutdown_grace` to finish. Must be called within the Tokio runtime.
+    pub fn begin_shutdown_after(&self, drain_delay: Duration) {
         self.state.readiness.start_draining();
-        self.handle.graceful_shutdown(Some(self.shutdown_grace));
+        let handle = self.handle.clone();
+        let grace = Some(self.shutdown_grace);
+        if drain_delay.is_zero() {
+            handle.graceful_shutdown(grace);
+        } else {
+            tokio::spawn(async move {
+                tokio::time::sleep(drain_delay).await;
+                handle.graceful_shutdown(grace);
+            });
+        }
     }
 
     /// Number of open webhook connections.

@@ -105,6 +105,7 @@ pub async fn start_with_policies(
                 client_ca: None,
             },
             tls_reload_interval: Duration::from_secs(3600),
+            drain_delay: Duration::ZERO,
             shutdown_grace: Duration::from_secs(10),
             request: RequestSettings {
                 on_error,

@@ -25,6 +25,7 @@ pub async fn start_server(tls: TlsSettings) -> RunningServer {
         admin_listen: "127.0.0.1:0".parse().unwrap(),
         tls,
         tls_reload_interval: Duration::from_secs(3600),
+        drain_delay: Duration::ZERO,
         shutdown_grace: Duration::from_secs(10),
         request: RequestSettings::default(),
         connections: ConnectionSettings::default(),
