@@ -20,8 +20,10 @@ use crate::engine::Engine;
 use crate::metrics::Metrics;
 
 /// How long the files must be quiet after a change before they are read: an editor or
-/// `kubectl cp` writes a file in several steps, and kubelet's `..data` swap is a burst of events.
-const SETTLE: Duration = Duration::from_millis(100);
+/// `kubectl cp` writes a file in several steps, and kubelet's `..data` swap is a burst of events
+/// (microseconds apart). Short, because it adds to every reload; a check that catches a file
+/// half written fails, keeps the engine in use, and the next event checks again.
+const SETTLE: Duration = Duration::from_millis(20);
 /// The longest a burst of changes may postpone a check.
 const SETTLE_AT_MOST: Duration = Duration::from_secs(2);
 
