@@ -9,6 +9,10 @@ use portcullis::engine::{Endpoint, Engine, EvalContext};
 use portcullis::server::{AppState, RequestSettings, webhook_router};
 use tower::ServiceExt;
 
+/// The binary's allocator (src/main.rs), so the figures are the server's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!(
         "{}/tests/fixtures/reviews/{name}",
