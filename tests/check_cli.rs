@@ -692,3 +692,23 @@ async fn reviews_get_the_same_decision_as_from_the_router() {
         "the fixtures must exercise denials, patches and warnings"
     );
 }
+
+#[test]
+fn startup_errors_name_each_cause_once() {
+    let output = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .args(["serve", "--no-cluster", "--listen", "127.0.0.1:0"])
+        .args(["--admin-listen", "127.0.0.1:0"])
+        .args(["--tls-cert-file", "tests/fixtures/missing/tls.crt"])
+        .args(["--tls-key-file", "tests/fixtures/missing/tls.key"])
+        .current_dir(ROOT)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = stderr(&output);
+    let line = stderr.lines().last().unwrap();
+    assert!(
+        line.starts_with("error: TLS: cannot read tests/fixtures/missing/tls.crt: "),
+        "{line}"
+    );
+    assert_eq!(line.matches("(os error 2)").count(), 1, "{line}");
+}

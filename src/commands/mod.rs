@@ -39,15 +39,33 @@ pub fn run(cli: Cli) -> ExitCode {
         Ok(code) => code,
         // The offline commands' errors are for the terminal, not for a log.
         Err(error) if offline => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", error_text(&error));
             ExitCode::from(check::EXIT_ERROR)
         }
         Err(error) => {
-            tracing::error!("{error:#}");
-            eprintln!("error: {error:#}");
+            let text = error_text(&error);
+            tracing::error!("{text}");
+            eprintln!("error: {text}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes, `: `-separated, leaving out a cause whose text the message
+/// already quotes (the typed errors name their source in their own message).
+fn error_text(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let cause = cause.to_string();
+        if text.contains(&cause) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&cause);
+    }
+    text
 }
 
 /// The engine for a list of policy paths: the built-in policy set when the list is empty.
