@@ -26,10 +26,12 @@ controlplane:
 e2e:
 	PORTCULLIS_E2E_BIN="$$(e2e/build-controlplane.sh | tail -n 1)" $(CARGO) test --locked --test e2e -- --nocapture
 
-## e2e-latency: Pod CREATE latency through the apiserver, no webhook vs Portcullis (a table, not a test)
+## e2e-latency: Pod CREATE latency through the apiserver: no admission, in-tree VAP, Portcullis
+## and the Go peer (a table, not a test; without Go the Go peer row says skipped)
 e2e-latency:
-	PORTCULLIS_E2E_BIN="$$(e2e/build-controlplane.sh | tail -n 1)" $(CARGO) test --release --locked --test e2e \
-		admission_latency -- --ignored --nocapture
+	PORTCULLIS_E2E_BIN="$$(e2e/build-controlplane.sh | tail -n 1)" \
+	PORTCULLIS_GO_PEER="$$(bench/build-go-peer.sh || true)" \
+		$(CARGO) test --release --locked --test e2e admission_latency -- --ignored --nocapture
 
 ## lint: formatting and clippy, as CI runs them
 lint:

@@ -10,8 +10,8 @@
 #
 # Tools are installed here, outside git, on first use (every build under `nice -n 19`):
 #   oha         cargo install --locked --root $CACHE oha   (crates.io, pinned version)
-#   go-webhook  go build from the committed go.mod/go.sum (Go module proxy), in
-#               $CACHE/go-webhook/<hash of sources and Go version>/, reused when present
+#   go-webhook  bench/build-go-peer.sh: go build from the committed go.mod/go.sum (Go module
+#               proxy), in $CACHE/go-webhook/<hash of sources and Go version>/, reused when present
 # CACHE = ${PORTCULLIS_BENCH_CACHE:-$HOME/.cache/portcullis-bench}.
 #
 # Environment: BENCH_SCALE (request counts, default 1; the smoke ignores it), BENCH_NICE (nice
@@ -67,16 +67,7 @@ elif [[ ! -x "$GO" ]]; then
   NOTES+=(--note "Go peer skipped: no Go toolchain.")
 else
   PEER_SRC=bench/peers/go-webhook
-  KEY="$( { cat "$PEER_SRC/go.mod" "$PEER_SRC/go.sum" "$PEER_SRC"/*.go; "$GO" version; } \
-          | sha256sum | cut -c1-16)"
-  PEER="$CACHE/go-webhook/$KEY/go-webhook"
-  if [[ ! -x "$PEER" ]]; then
-    say "building the Go peer into $PEER"
-    mkdir -p "$(dirname "$PEER")"
-    (cd "$PEER_SRC" && nice -n 19 "$GO" build -trimpath -mod=readonly -ldflags='-s -w' \
-       -o "$PEER.tmp" .) >&2
-    mv "$PEER.tmp" "$PEER"
-  fi
+  PEER="$(GO="$GO" bench/build-go-peer.sh)"
   PEER_ARGS=(--go-webhook "$PEER")
   CR="$(awk '$1 == "sigs.k8s.io/controller-runtime" {print $2}' "$PEER_SRC/go.mod")"
   PSA="$(awk '$1 == "k8s.io/pod-security-admission" {print $2}' "$PEER_SRC/go.mod")"

@@ -164,6 +164,8 @@ impl Portcullis {
                 "127.0.0.1:0",
             ])
             .args(["--log-format", "json", "--shutdown-grace", "5s"])
+            // SIGTERM's drain, shortened: the apiserver keeps being served during it.
+            .args(["--drain-delay", "1s"])
             .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -654,8 +656,12 @@ fn copy_tree(from: &Path, to: &Path) {
 }
 
 /// Not an assertion: the latency admission adds to Pod CREATEs through the apiserver, with no
-/// webhook and through Portcullis (both webhooks), as a table for docs/benchmarks.md.
-/// `make e2e-latency` runs it (`PORTCULLIS_E2E_CREATES` sets the count, default 300).
+/// admission, in-tree ValidatingAdmissionPolicy, Portcullis with no policies (the cost of the
+/// webhook call alone), the same policy through Portcullis, the Go peer of the load benchmark
+/// and the Portcullis built-in set, as a table for docs/benchmarks.md.
+/// `make e2e-latency` runs it (`PORTCULLIS_E2E_CREATES` sets the count, default 300;
+/// `PORTCULLIS_GO_PEER` names the Go peer, built by bench/build-go-peer.sh; without it that row is
+/// skipped).
 #[test]
 #[ignore = "a measurement, run by make e2e-latency"]
 fn admission_latency_through_the_apiserver() {
@@ -667,9 +673,11 @@ fn admission_latency_through_the_apiserver() {
     let cluster = ControlPlane::start(&bin);
     let work = tempfile::tempdir().unwrap();
     generate_certs(work.path());
+    let ca = work.path().join("ca.crt");
     cluster.kubectl_ok(&["create", "namespace", "latency"]);
-    let compliant = fixture_path("pod-vap-compliant.yaml");
-    let pod: Pod = serde_norway::from_str(&std::fs::read_to_string(&compliant).unwrap()).unwrap();
+    // One Pod that every row admits, so that every row sends the same body.
+    let admitted = fixture_path("pod-latency.yaml");
+    let pod: Pod = serde_norway::from_str(&std::fs::read_to_string(&admitted).unwrap()).unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -693,11 +701,15 @@ fn admission_latency_through_the_apiserver() {
         })
     };
     let privileged = fixture_path("pod-privileged.yaml");
-    let refuses_privileged = |what: &str| {
+    // Waits until a dry-run create of the privileged Pod is denied with `marker` in the message:
+    // the marker tells the webhook just registered from the one it replaces.
+    let refuses_privileged = |what: &str, marker: &str| {
         eventually(what, Duration::from_secs(60), || {
             let output = cluster.dry_run_create("latency", &privileged);
             let message = stderr(&output);
-            message.contains("denied").then_some(()).ok_or(message)
+            (message.contains("denied") && message.contains(marker))
+                .then_some(())
+                .ok_or(message)
         })
     };
     let baseline = measure("none");
@@ -705,7 +717,7 @@ fn admission_latency_through_the_apiserver() {
     // The same 10 CEL validations as in-tree ValidatingAdmissionPolicy …
     let vap = format!("{ROOT}/bench/fixtures/vap/policy.yaml");
     cluster.kubectl_ok(&["apply", "-f", &vap]);
-    refuses_privileged("the in-tree policy to be active");
+    refuses_privileged("the in-tree policy to be active", "denied");
     let in_tree = measure("in-tree-vap");
     cluster.kubectl_ok(&["delete", "-f", &vap]);
     eventually(
@@ -721,10 +733,23 @@ fn admission_latency_through_the_apiserver() {
         },
     );
 
-    // … and through Portcullis (one validating webhook).
+    // Every single-webhook row is registered exactly as `webhook-config` registers the policy
+    // (rules, match conditions, namespace selector, failurePolicy Fail, timeout 5 s); an empty
+    // policy folder acts on no resource, so `webhook-config` would register nothing for it.
+    let register_like_vap = |url: &str| {
+        let output = Command::new(PORTCULLIS)
+            .args(["webhook-config", "--name", "e2e", "--policies", &vap])
+            .args(["--url", url])
+            .arg("--ca-bundle")
+            .arg(&ca)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        cluster.apply(&String::from_utf8(output.stdout).unwrap());
+    };
     let cert = work.path().join("tls.crt");
     let key = work.path().join("tls.key");
-    let serve = |policies: Option<&str>| {
+    let serve = |policies: Option<&Path>| {
         let mut args = vec![
             "--tls-cert-file",
             cert.to_str().unwrap(),
@@ -734,41 +759,64 @@ fn admission_latency_through_the_apiserver() {
             "warn,portcullis::commands::serve=info",
         ];
         if let Some(policies) = policies {
-            args.extend(["--policies", policies]);
+            args.extend(["--policies", policies.to_str().unwrap()]);
         }
         Portcullis::start(&args)
     };
-    let vap_portcullis = serve(Some(&vap));
-    let config = String::from_utf8(
-        Command::new(PORTCULLIS)
-            .args(["webhook-config", "--name", "e2e", "--policies", &vap])
-            .args(["--url", &format!("https://{}", vap_portcullis.webhook)])
-            .args(["--ca-bundle", work.path().join("ca.crt").to_str().unwrap()])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
-    cluster.apply(&config);
-    refuses_privileged("the Portcullis policy webhook to be active");
-    let through_portcullis = measure("portcullis-vap");
-    drop(vap_portcullis);
 
-    // The built-in set: validating and mutating webhooks.
-    let builtin = serve(None);
-    cluster.apply(&webhook_config(
-        builtin.webhook,
-        &work.path().join("ca.crt"),
-        "Fail",
-    ));
+    // … a webhook call with no rule work: Portcullis with an empty policy folder, which allows
+    // everything, so it is active once its request counter moves …
+    let empty = work.path().join("no-policies");
+    std::fs::create_dir(&empty).unwrap();
+    let empty_portcullis = serve(Some(&empty));
+    register_like_vap(&format!("https://{}", empty_portcullis.webhook));
     eventually(
-        "the built-in webhooks to be active",
+        "the empty-policy webhook to be called",
         Duration::from_secs(60),
         || {
             let output = cluster.dry_run_create("latency", &privileged);
-            let message = stderr(&output);
-            message.contains("PodSecurity").then_some(()).ok_or(message)
+            empty_portcullis
+                .metrics()
+                .contains("portcullis_admission_requests_total{")
+                .then_some(())
+                .ok_or_else(|| stderr(&output))
         },
+    );
+    let empty_policies = measure("portcullis-empty");
+    drop(empty_portcullis);
+
+    // … the policy through Portcullis (one validating webhook) …
+    let vap_portcullis = serve(Some(Path::new(&vap)));
+    register_like_vap(&format!("https://{}", vap_portcullis.webhook));
+    refuses_privileged(
+        "the Portcullis policy webhook to be active",
+        "ValidatingAdmissionPolicy 'bench-vap'",
+    );
+    let through_portcullis = measure("portcullis-vap");
+    drop(vap_portcullis);
+
+    // … the Go peer (one validating webhook; its rules are those of the load benchmark's
+    // standard set, written in Go: Pod Security restricted, 10 native and the 10 VAP checks) …
+    let go_peer = match GoPeer::start(work.path()) {
+        Ok(peer) => {
+            register_like_vap(&format!("https://{}", peer.webhook));
+            refuses_privileged(
+                "the Go peer webhook to be active",
+                r#"PodSecurity "restricted:latest""#,
+            );
+            let measured = measure("go-peer");
+            drop(peer);
+            Ok(measured)
+        }
+        Err(reason) => Err(reason),
+    };
+
+    // The built-in set: validating and mutating webhooks.
+    let builtin = serve(None);
+    cluster.apply(&webhook_config(builtin.webhook, &ca, "Fail"));
+    refuses_privileged(
+        "the built-in webhooks to be active",
+        r#"PodSecurity "baseline:latest""#,
     );
     let with_builtin = measure("portcullis-builtin");
 
@@ -776,29 +824,128 @@ fn admission_latency_through_the_apiserver() {
         "| Pod CREATE through kube-apiserver v1.37.2 ({creates} creates, sequential) | p50 | p99 | added p50 | added p99 |"
     );
     println!("|---|---|---|---|---|");
-    for (label, (p50, p99)) in [
-        ("no admission", baseline),
+    let go_label = format!(
+        "Go peer, controller-runtime {} (one validating webhook; Pod Security restricted, 10 native and the 10 VAP checks in Go)",
+        go_module_version("sigs.k8s.io/controller-runtime")
+    );
+    for (label, measured) in [
+        ("no admission", Ok(baseline)),
         (
             "in-tree ValidatingAdmissionPolicy, 10 CEL validations",
-            in_tree,
+            Ok(in_tree),
+        ),
+        (
+            "Portcullis with an empty policy set (one validating webhook, no rule work)",
+            Ok(empty_policies),
         ),
         (
             "the same policy through Portcullis (one validating webhook)",
-            through_portcullis,
+            Ok(through_portcullis),
         ),
+        (go_label.as_str(), go_peer),
         (
             "Portcullis built-in set (validating + mutating webhooks)",
-            with_builtin,
+            Ok(with_builtin),
         ),
     ] {
-        println!(
-            "| {label} | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms |",
-            ms(p50),
-            ms(p99),
-            ms(p50) - ms(baseline.0),
-            ms(p99) - ms(baseline.1)
-        );
+        match measured {
+            Ok((p50, p99)) => println!(
+                "| {label} | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms |",
+                ms(p50),
+                ms(p99),
+                ms(p50) - ms(baseline.0),
+                ms(p99) - ms(baseline.1)
+            ),
+            Err(reason) => println!("| {label} | skipped: {reason} | | | |"),
+        }
     }
+    let added = |(p50, _): (Duration, Duration)| ms(p50) - ms(baseline.0);
+    // A ratio over an added time within the noise (zero or below) would mean nothing.
+    let ratio = |numerator: f64, denominator: f64| {
+        if denominator > 0.0 {
+            format!("{:.2}", numerator / denominator)
+        } else {
+            format!("n/a (denominator {denominator:.2} ms)")
+        }
+    };
+    println!();
+    println!(
+        "Added p50 ratios: Portcullis VAP / in-tree VAP = {}; Portcullis empty set / Portcullis VAP = {}",
+        ratio(added(through_portcullis), added(in_tree)),
+        ratio(added(empty_policies), added(through_portcullis))
+    );
+}
+
+/// The Go peer of the load benchmark (bench/peers/go-webhook) serving `/validate` on loopback;
+/// killed on drop.
+struct GoPeer {
+    child: Child,
+    webhook: SocketAddr,
+}
+
+impl GoPeer {
+    /// Starts the binary named by `PORTCULLIS_GO_PEER` with `tls.crt` and `tls.key` from
+    /// `cert_dir`, and waits for its `/readyz`. `Err` says why the peer cannot run.
+    fn start(cert_dir: &Path) -> Result<Self, String> {
+        let binary = std::env::var_os("PORTCULLIS_GO_PEER")
+            .filter(|path| !path.is_empty())
+            .ok_or(
+                "PORTCULLIS_GO_PEER is not set (`make e2e-latency` sets it from \
+                 bench/build-go-peer.sh, which needs Go)",
+            )?;
+        if !Path::new(&binary).is_file() {
+            return Err(format!("PORTCULLIS_GO_PEER={binary:?} is not a file"));
+        }
+        let (webhook, health) = (portcullis_gone_address(), portcullis_gone_address());
+        let child = Command::new(&binary)
+            .arg(format!("-listen={webhook}"))
+            .arg(format!("-health-addr={health}"))
+            .arg("-cert-dir")
+            .arg(cert_dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|error| format!("cannot start {binary:?}: {error}"))?;
+        let mut peer = GoPeer { child, webhook };
+        eventually("the Go peer to be ready", Duration::from_secs(30), || {
+            if let Some(status) = peer.child.try_wait().unwrap() {
+                panic!("the Go peer exited: {status}");
+            }
+            ready(health)
+        });
+        Ok(peer)
+    }
+}
+
+impl Drop for GoPeer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `Ok` when `GET /readyz` on `address` (plain HTTP) answers 200.
+fn ready(address: SocketAddr) -> Result<(), String> {
+    use std::io::{Read, Write};
+    let mut tcp = std::net::TcpStream::connect(address).map_err(|error| error.to_string())?;
+    tcp.write_all(b"GET /readyz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        .map_err(|error| error.to_string())?;
+    let mut text = String::new();
+    tcp.read_to_string(&mut text)
+        .map_err(|error| error.to_string())?;
+    text.starts_with("HTTP/1.1 200").then_some(()).ok_or(text)
+}
+
+/// The version of `module` that bench/peers/go-webhook/go.mod requires.
+fn go_module_version(module: &str) -> String {
+    let go_mod = std::fs::read_to_string(format!("{ROOT}/bench/peers/go-webhook/go.mod")).unwrap();
+    go_mod
+        .lines()
+        .find_map(|line| {
+            let mut words = line.split_whitespace();
+            (words.next() == Some(module)).then(|| words.next().unwrap_or("?").to_owned())
+        })
+        .unwrap_or_else(|| "?".to_owned())
 }
 
 fn ms(duration: Duration) -> f64 {
