@@ -199,6 +199,84 @@ fn nesting_beyond_the_limit_is_a_compile_error() {
 }
 
 #[test]
+fn chains_beyond_the_tree_depth_are_a_compile_error() {
+    // The parser counts none of these as nesting; unchecked, each builds a tree as deep as
+    // the chain is long, and parsing or evaluating it overflowed the stack of the `cel` fuzz
+    // target (fuzz/regressions/cel/). Refused before parsing: this runs on a 2 MiB thread.
+    let env = CelEnvironment::kubernetes();
+    let limit = CelLimits::default().max_tree_depth();
+    assert_eq!(limit, 256);
+    let sources = [
+        format!("1{}", " + 1".repeat(300)),
+        format!("1{}", " == 1".repeat(300)),
+        format!("1{}", " in [1]".repeat(300)),
+        format!("'a'{}", " + 'a'".repeat(300)),
+        format!("object{}", ".a".repeat(20_000)),
+        format!("object{}", ".?a".repeat(10_000)),
+        format!("object{}", "['a']".repeat(10_000)),
+        format!("object{}", ".size()".repeat(1_000)),
+        // Levels add up: 60 brackets around a chain of 200.
+        format!(
+            "[{}2{}{}]",
+            "1 + (".repeat(60),
+            " * 2".repeat(200),
+            ")".repeat(60)
+        ),
+    ];
+    for source in &sources {
+        let error = env.compile(source).unwrap_err();
+        assert!(
+            error.message.contains("nested too deeply") && error.message.contains("limit of 256"),
+            "{}",
+            error.message
+        );
+    }
+    // The position is that of the level that is too deep.
+    let error = env
+        .compile(&format!(
+            "object.a == [1, size(object{})]",
+            ".b".repeat(300)
+        ))
+        .unwrap_err();
+    assert!(error.message.contains("<input>:1:21:"), "{}", error.message);
+}
+
+#[test]
+fn long_chains_within_the_tree_depth_compile_and_evaluate() {
+    // Debug builds need more than the 2 MiB test-thread stack for these trees.
+    let outcome = std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn(|| {
+            let env = CelEnvironment::kubernetes();
+            let object = json!({"a": {"b": {"c": 1}}, "n": 2});
+            let activation = Activation::new().object(&object);
+            let sum = format!("object.n{}", " + 1".repeat(200));
+            let sum = env.compile(&sum).unwrap().evaluate(&activation);
+            // `&&` and `||` are balanced: a thousand terms are 10 levels deep.
+            let all = format!("true{}", " && object.a.b.c == 1".repeat(1000));
+            let all = env.compile(&all).unwrap().evaluate(&activation);
+            // Brackets inside strings and comments do not count.
+            let quoted = format!(
+                "'{}' != '' // {}\n&& object.?a.?b.orValue(0) != 0",
+                "(".repeat(500),
+                "[".repeat(500)
+            );
+            let quoted = env.compile(&quoted).unwrap().evaluate(&activation);
+            // Neither do prefix operators, which the parser folds.
+            let negated = format!("{}true", "!".repeat(1001));
+            let negated = env.compile(&negated).unwrap().evaluate(&activation);
+            (sum, all, quoted, negated)
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(outcome.0, Ok(cel::Value::Int(202)));
+    assert_eq!(outcome.1, Ok(cel::Value::Bool(true)));
+    assert_eq!(outcome.2, Ok(cel::Value::Bool(true)));
+    assert_eq!(outcome.3, Ok(cel::Value::Bool(false)));
+}
+
+#[test]
 fn variables_are_lazy_cached_and_fail_only_when_referenced() {
     let env = CelEnvironment::kubernetes();
     let replicas = env.compile("object.spec.replicas * 2").unwrap();
