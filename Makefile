@@ -73,7 +73,7 @@ bench-smoke:
 
 .PHONY: fuzz fuzz-smoke deny
 
-## fuzz: every cargo-fuzz target (review, policy, patch) for FUZZ_SECONDS (20) seconds each on a
+## fuzz: every cargo-fuzz target (review, policy, patch, cel) for FUZZ_SECONDS (20) seconds each on a
 ## nightly compiler; fails on a crash and keeps it in fuzz/regressions/ (scripts/fuzz.sh)
 fuzz:
 	scripts/fuzz.sh

@@ -4,7 +4,7 @@
 # fuzz/regressions/<target>/, which is replayed at the start of every later run.
 #
 #   FUZZ_SECONDS   seconds per target (default 20)
-#   FUZZ_TARGETS   targets to run (default: review policy patch)
+#   FUZZ_TARGETS   targets to run (default: review policy patch cel)
 #
 # Needs cargo-fuzz (installed with `cargo install --locked cargo-fuzz` when missing) and a nightly
 # compiler for the sanitizers: `cargo +nightly` when rustup has one, otherwise the stable
@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds="${FUZZ_SECONDS:-20}"
-read -r -a targets <<<"${FUZZ_TARGETS:-review policy patch}"
+read -r -a targets <<<"${FUZZ_TARGETS:-review policy patch cel}"
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "fuzz.sh: installing cargo-fuzz" >&2
@@ -46,6 +46,47 @@ seed patch tests/fixtures/reviews/*.json tests/fixtures/check/reviews/*.json exa
   tests/fixtures/check/*.json
 seed policy tests/fixtures/policies/**/*.yaml tests/fixtures/check/policies/*.yaml \
   examples/policies/*.yaml src/engine/builtin.yaml
+
+# The cel target takes an expression (first line) and a JSON document: every expression of
+# the policies and CEL fixtures (`expression:`, `messageExpression:`, `expr:`; quoted, plain or
+# block scalars joined on one line), each followed by one of the fixtures' reviews in turn.
+expressions() {
+  awk -v q="'" '
+    function flush() { if (block != "") print block; block = ""; inblock = 0 }
+    {
+      if (inblock) {
+        match($0, /^ */)
+        if ($0 ~ /^ *$/ || RLENGTH > indent) {
+          line = $0; sub(/^ +/, "", line); block = block (block == "" ? "" : " ") line; next
+        }
+        flush()
+      }
+      if (match($0, /^[ -]*([A-Za-z]*[Ee]xpression|expr): */)) {
+        value = substr($0, RLENGTH + 1)
+        match($0, /^[ -]*/); indent = RLENGTH
+        if (value ~ /^[|>][-+0-9]*$/) { inblock = 1; block = ""; next }
+        # a comment after a quoted value
+        if (value ~ ("^[\"" q "].*[\"" q "] +#")) sub("[\"" q "] +#.*$", substr(value, 1, 1), value)
+        if (value ~ /^".*"$/) {
+          value = substr(value, 2, length(value) - 2); gsub(/\\"/, "\"", value)
+        } else if (value ~ ("^" q ".*" q "$")) {
+          value = substr(value, 2, length(value) - 2); gsub(q q, q, value)
+        }
+        if (value != "") print value
+      }
+    }
+    END { flush() }' "$@" | sort -u
+}
+mkdir -p fuzz/corpus/cel
+cel_reviews=(tests/fixtures/reviews/pod-create-compliant.json tests/fixtures/reviews/deployment-update.json
+  tests/fixtures/reviews/configmap-delete.json)
+n=0
+while IFS= read -r expression; do
+  review="${cel_reviews[n % ${#cel_reviews[@]}]}"
+  { printf '%s\n' "$expression"; cat "$review"; } >"fuzz/corpus/cel/seed-$n"
+  n=$((n + 1))
+done < <(expressions tests/fixtures/**/*.yaml examples/**/*.yaml bench/fixtures/**/*.yaml \
+  src/engine/builtin.yaml)
 
 # Build outside the checkout, so CI's fresh clones reuse the (slow, sanitizer) build.
 target_dir="${PORTCULLIS_FUZZ_TARGET_DIR:-$HOME/.cache/portcullis/fuzz-target}"
