@@ -289,9 +289,17 @@ fn validation_actions_warn_audit_deny() {
     );
     assert!(decision.warnings.is_empty());
     assert_eq!(decision.audit_annotations.len(), 1);
-    // The response carries the denial.
+    // The response carries the denial, with the code of the first failed validation's
+    // reason (Forbidden: 403) ...
     let response = decision.to_response("u");
     assert!(!response.allowed);
+    let status = response.status.as_ref().unwrap();
+    assert_eq!((status.code, status.reason), (403, "Forbidden"));
+    // ... or of no reason: Invalid, 422, as the apiserver answers.
+    let labelled = with(pod("prod"), "/metadata/labels", json!({"team": "a"}));
+    let response = validate(&engine, &labelled).to_response("u");
+    let status = response.status.as_ref().unwrap();
+    assert_eq!((status.code, status.reason), (422, "Invalid"));
     // No binding for other namespaces.
     assert_eq!(validate(&engine, &pod("default")), Decision::default());
 }
@@ -738,6 +746,10 @@ fn load_errors_name_file_document_and_expression() {
         load_error("errors/portcullis-typo.yaml")
             .contains("(document 0): kind: unsupported document portcullis.dev/v1alpha1 Polcy")
     );
+    assert!(load_error("errors/unsupported-reason.yaml").contains(
+        "(document 0): spec.validations[0].reason: unsupported value \"Conflict\": supported \
+         values: \"Unauthorized\", \"Forbidden\", \"Invalid\", \"RequestEntityTooLarge\""
+    ));
     assert!(
         load_error("errors/deny-and-warn.yaml")
             .contains("(document 1): spec.validationActions: must not contain both Deny and Warn")

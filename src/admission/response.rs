@@ -37,9 +37,10 @@ pub struct AdmissionResponse {
 /// The `status` of a response: a subset of metav1.Status.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ResponseStatus {
-    /// HTTP-like code: 403 for a policy denial, 500 for an evaluation failure.
+    /// HTTP-like code: 403 for a policy denial (a ValidatingAdmissionPolicy's: from its
+    /// validation's reason, 422 by default), 500 for an evaluation failure.
     pub code: u16,
-    /// A machine-readable reason (`Forbidden`, `InternalError`).
+    /// A machine-readable reason (`Forbidden`, `Invalid`, `InternalError`).
     pub reason: &'static str,
     /// The human-readable message kubectl prints after `denied the request:`.
     pub message: String,

@@ -45,6 +45,34 @@ pub struct Decision {
     /// The object with the patch applied, if any.
     #[serde(skip)]
     pub patched_object: Option<Value>,
+    /// The status of the denial, when the rule behind the first violation names one (a
+    /// ValidatingAdmissionPolicy validation's `reason`); 403 Forbidden otherwise.
+    #[serde(skip)]
+    pub denial_status: Option<DenialStatus>,
+}
+
+/// The HTTP status code and reason a denial is answered with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DenialStatus {
+    /// The code, as the apiserver maps the reason (401, 403, 413 or 422).
+    pub code: u16,
+    /// The reason: `Unauthorized`, `Forbidden`, `RequestEntityTooLarge` or `Invalid`.
+    pub reason: &'static str,
+}
+
+impl DenialStatus {
+    /// The status for a ValidatingAdmissionPolicy validation's `reason`, as the apiserver
+    /// maps it: no reason is `Invalid` (422), and so is a reason it does not know (its API
+    /// refuses those when the policy is created).
+    pub fn for_policy_reason(reason: Option<&str>) -> Self {
+        let (code, reason) = match reason {
+            Some("Forbidden") => (403, "Forbidden"),
+            Some("Unauthorized") => (401, "Unauthorized"),
+            Some("RequestEntityTooLarge") => (413, "RequestEntityTooLarge"),
+            _ => (422, "Invalid"),
+        };
+        DenialStatus { code, reason }
+    }
 }
 
 /// The apiserver truncates each warning to 256 characters; keep ours within that.
@@ -123,7 +151,11 @@ impl Decision {
     pub fn to_response(&self, uid: &str) -> AdmissionResponse {
         let mut response = AdmissionResponse::allow(uid);
         if !self.allowed() {
-            response = response.deny(403, "Forbidden", self.denial_message());
+            let (code, reason) = match &self.denial_status {
+                Some(status) => (status.code, status.reason),
+                None => (403, "Forbidden"),
+            };
+            response = response.deny(code, reason, self.denial_message());
         }
         if let Some(patch) = &self.patch {
             // A Vec of plain structs always serializes.

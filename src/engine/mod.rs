@@ -21,7 +21,7 @@ use std::time::Instant;
 use crate::admission::AdmissionRequest;
 use crate::patch::ObjectEditor;
 
-pub use decision::{Decision, Violation};
+pub use decision::{Decision, DenialStatus, Violation};
 pub use namespaces::{Labels, NamespaceLookup, NoNamespaces, StaticNamespaces};
 pub use native::CompiledPolicy;
 pub use pod_specs::{CONTAINER_LISTS, PodSpecLocation, pod_spec, pod_spec_location};

@@ -13,7 +13,7 @@ use super::{
     AdmissionPolicies, BindingCore, Expression, PolicyCore, RequestInput, Scope, annotation_key,
 };
 use crate::admission::AdmissionRequest;
-use crate::engine::{Decision, NamespaceLookup, Violation};
+use crate::engine::{Decision, DenialStatus, NamespaceLookup, Violation};
 use crate::policy::{DocumentSource, PolicyError};
 
 /// The longest messageExpression result kept (`celconfig.MaxEvaluatedMessageExpressionSizeBytes`).
@@ -89,6 +89,18 @@ impl ValidatingPolicy {
                     source,
                     format!("{field}.message"),
                     "message must not contain line breaks",
+                ));
+            }
+            if let Some(reason) = &validation.reason
+                && !SUPPORTED_REASONS.contains(&reason.as_str())
+            {
+                return Err(PolicyError::at(
+                    source,
+                    format!("{field}.reason"),
+                    format!(
+                        "unsupported value \"{reason}\": supported values: \"Unauthorized\", \
+                         \"Forbidden\", \"Invalid\", \"RequestEntityTooLarge\""
+                    ),
                 ));
             }
             validations.push(CompiledValidation {
@@ -182,6 +194,14 @@ impl ValidatingPolicy {
 }
 
 /// One failed (or errored) validation, before the binding's actions route it.
+/// The `reason`s a validation may name, as the apiserver's API allows them.
+const SUPPORTED_REASONS: [&str; 4] = [
+    "Unauthorized",
+    "Forbidden",
+    "Invalid",
+    "RequestEntityTooLarge",
+];
+
 struct Failure {
     message: String,
     reason: Option<String>,
@@ -253,7 +273,10 @@ pub fn validate(
             if !binding.core.matches(request, namespaces) {
                 continue;
             }
-            let deny_binding = |decision: &mut Decision, message: String| {
+            let deny_binding = |decision: &mut Decision, message: String, reason: Option<&str>| {
+                if decision.violations.is_empty() {
+                    decision.denial_status = Some(DenialStatus::for_policy_reason(reason));
+                }
                 decision.violations.push(Violation {
                     policy: name.clone(),
                     rule: binding.core.name.clone(),
@@ -268,7 +291,11 @@ pub fn validate(
                 Ok(params) => params,
                 Err(error) => {
                     if fail {
-                        deny_binding(decision, format!("failed to configure binding: {error}"));
+                        deny_binding(
+                            decision,
+                            format!("failed to configure binding: {error}"),
+                            None,
+                        );
                     }
                     continue;
                 }
@@ -348,7 +375,7 @@ pub fn validate(
                         Err(error) => error,
                     };
                     if fail {
-                        deny_binding(decision, error);
+                        deny_binding(decision, error, None);
                     }
                 }
             }
@@ -366,16 +393,13 @@ fn route(
     binding: &Binding,
     failure: Failure,
     decision: &mut Decision,
-    deny: &dyn Fn(&mut Decision, String),
+    deny: &dyn Fn(&mut Decision, String, Option<&str>),
 ) {
     let name = &policy.core.name;
     for action in &binding.actions {
         match action {
             ValidationAction::Deny => {
-                // The status reason (`Invalid` → 422 by default) is not carried by a
-                // Violation; the denial is a 403 with the apiserver's message.
-                let _ = &failure.reason;
-                deny(decision, failure.message.clone());
+                deny(decision, failure.message.clone(), failure.reason.as_deref());
             }
             ValidationAction::Warn => decision.warnings.push(format!(
                 "Validation failed for ValidatingAdmissionPolicy '{name}' with binding '{}': {}",
