@@ -14,12 +14,28 @@ pub enum LogFormat {
     Json,
 }
 
+/// The file watcher logs at info level each time a watched folder it was told about goes away,
+/// which a Kubernetes `..data` swap does on every update: quiet unless a filter names it.
+const QUIET_WATCHER: &str = "notify=warn";
+
 /// Installs the global tracing subscriber writing to stderr. `level` is an `EnvFilter`
 /// directive (`info`, `portcullis=debug` …); `RUST_LOG`, when set, wins.
 pub fn init(format: LogFormat, level: &str) {
-    let filter = EnvFilter::try_from_default_env()
-        .or_else(|_| EnvFilter::try_new(level))
-        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let from_env = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|value| !value.is_empty());
+    let filter = from_env
+        .iter()
+        .map(String::as_str)
+        .chain([level])
+        .find_map(|directives| {
+            if directives.contains("notify") {
+                EnvFilter::try_new(directives).ok()
+            } else {
+                EnvFilter::try_new(format!("{directives},{QUIET_WATCHER}")).ok()
+            }
+        })
+        .unwrap_or_else(|| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
