@@ -52,6 +52,26 @@ fn parse_duration(value: &str) -> Result<Duration, String> {
     humantime::parse_duration(value).map_err(|e| format!("{e} (examples: 500ms, 2s, 1m)"))
 }
 
+/// Limits on evaluating CEL expressions (ValidatingAdmissionPolicy, MutatingAdmissionPolicy,
+/// native `cel` rules), shared by `serve`, `check` and `test`.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct CelArgs {
+    /// Comprehension iterations one CEL evaluation may perform, nested ones multiplied; past
+    /// it the evaluation fails (and the policy's failurePolicy decides).
+    #[arg(long, env = "PORTCULLIS_CEL_MAX_ITERATIONS", default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub cel_max_iterations: u64,
+    /// Wall-clock time one CEL evaluation may take, checked at each comprehension step.
+    #[arg(long, env = "PORTCULLIS_CEL_TIMEOUT", default_value = "100ms", value_parser = parse_positive_duration)]
+    pub cel_timeout: Duration,
+}
+
+fn parse_positive_duration(value: &str) -> Result<Duration, String> {
+    match parse_duration(value)? {
+        Duration::ZERO => Err("must be more than zero".to_owned()),
+        duration => Ok(duration),
+    }
+}
+
 /// Flags of `portcullis serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -138,6 +158,9 @@ pub struct ServeArgs {
     /// Time in-flight requests get to finish once the listener stops accepting.
     #[arg(long, env = "PORTCULLIS_SHUTDOWN_GRACE", default_value = "20s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
+    /// CEL evaluation limits.
+    #[command(flatten)]
+    pub cel: CelArgs,
     /// The answer when a request cannot be evaluated (rule panic, deadline passed):
     /// `deny` refuses it with code 500, `allow` admits it with a warning.
     #[arg(long, env = "PORTCULLIS_ON_ERROR", value_enum, default_value_t = OnError::Deny)]
@@ -219,6 +242,9 @@ pub struct CheckArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = CheckOutput::Text)]
     pub output: CheckOutput,
+    /// CEL evaluation limits.
+    #[command(flatten)]
+    pub cel: CelArgs,
     /// Manifests (multi-document YAML or JSON) or AdmissionReview JSON files.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
@@ -241,6 +267,9 @@ pub enum CheckOperation {
 /// Flags of `portcullis test`.
 #[derive(Debug, Args)]
 pub struct TestArgs {
+    /// CEL evaluation limits.
+    #[command(flatten)]
+    pub cel: CelArgs,
     /// Test-suite files or folders.
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,

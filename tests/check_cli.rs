@@ -712,3 +712,34 @@ fn startup_errors_name_each_cause_once() {
     );
     assert_eq!(line.matches("(os error 2)").count(), 1, "{line}");
 }
+
+#[test]
+fn cel_limits_come_from_flags() {
+    let policy = "bench/fixtures/vap/policy.yaml";
+    let pod = "tests/fixtures/bench/pod-10kb.json";
+    let allowed = portcullis(&["check", "--policies", policy, pod]);
+    assert_eq!(code(&allowed), 0, "{}", stdout(&allowed));
+    // Three containers: a comprehension over them needs three iterations.
+    let starved = portcullis(&[
+        "check",
+        "--cel-max-iterations",
+        "2",
+        "--policies",
+        policy,
+        pod,
+    ]);
+    assert_eq!(code(&starved), 1, "{}", stdout(&starved));
+    assert!(
+        stdout(&starved)
+            .contains("resulted in error: operation cancelled: actual cost limit exceeded"),
+        "{}",
+        stdout(&starved)
+    );
+    let zero = portcullis(&["check", "--cel-timeout", "0s", "--policies", policy, pod]);
+    assert_eq!(code(&zero), 2);
+    assert!(
+        stderr(&zero).contains("must be more than zero"),
+        "{}",
+        stderr(&zero)
+    );
+}

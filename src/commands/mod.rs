@@ -9,6 +9,7 @@ mod webhook_config;
 use std::process::ExitCode;
 
 use crate::cli::{Cli, Command};
+use crate::expressions::CelLimits;
 
 pub use certs::certs;
 pub use check::check;
@@ -22,6 +23,20 @@ pub fn run(cli: Cli) -> ExitCode {
     crate::telemetry::init(cli.log_format, &cli.log_level);
     let done = |result: anyhow::Result<()>| result.map(|()| ExitCode::SUCCESS);
     let offline = matches!(cli.command, Command::Check(_) | Command::Test(_));
+    let cel = match &cli.command {
+        Command::Serve(args) => Some(args.cel),
+        Command::Check(args) => Some(args.cel),
+        Command::Test(args) => Some(args.cel),
+        Command::Certs(_) | Command::WebhookConfig(_) => None,
+    };
+    if let Some(cel) = cel {
+        // First thing, before any policy compiles: the limits are fixed at first use.
+        let _ = CelLimits::configure(CelLimits {
+            max_iterations: cel.cel_max_iterations,
+            max_eval_time: cel.cel_timeout,
+            ..CelLimits::default()
+        });
+    }
     let result = match cli.command {
         Command::Serve(args) => done(
             tokio::runtime::Builder::new_multi_thread()

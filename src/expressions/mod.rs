@@ -26,7 +26,7 @@ mod macros;
 mod nesting;
 
 use std::cell::Cell;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use cel::common::ast::SourceInfo;
@@ -67,7 +67,24 @@ pub struct CelLimits {
     pub max_nesting: u16,
 }
 
+/// The process-wide limits of [`CelEnvironment::kubernetes`], fixed at first use.
+static CONFIGURED_LIMITS: OnceLock<CelLimits> = OnceLock::new();
+
 impl CelLimits {
+    /// The limits [`CelEnvironment::kubernetes`] compiles with: those given to
+    /// [`CelLimits::configure`], else the defaults. Fixed from the first call on.
+    pub fn configured() -> CelLimits {
+        *CONFIGURED_LIMITS.get_or_init(CelLimits::default)
+    }
+
+    /// Sets the process-wide limits (the `--cel-*` flags). Must come before the first
+    /// compile; afterwards it fails and returns the limits already in force.
+    pub fn configure(limits: CelLimits) -> Result<(), CelLimits> {
+        CONFIGURED_LIMITS
+            .set(limits)
+            .map_err(|_| CelLimits::configured())
+    }
+
     /// Deepest syntax tree accepted: 4 × [`CelLimits::max_nesting`] (256 by default). That
     /// fits long chains (`&&` and `||` are balanced, so they hardly count) and keeps parsing,
     /// checking and evaluating within a thread's stack: measured on trees at this limit,
@@ -150,10 +167,10 @@ impl std::fmt::Debug for CelProgram {
 }
 
 impl CelEnvironment {
-    /// The admission environment: [`ADMISSION_VARIABLES`], the Kubernetes libraries, default
-    /// [`CelLimits`].
+    /// The admission environment: [`ADMISSION_VARIABLES`], the Kubernetes libraries, the
+    /// process-wide [`CelLimits::configured`].
     pub fn kubernetes() -> Self {
-        Self::with_variables(ADMISSION_VARIABLES.iter().copied(), CelLimits::default())
+        Self::with_variables(ADMISSION_VARIABLES.iter().copied(), CelLimits::configured())
     }
 
     /// An environment declaring `variables` (plus the libraries), for callers that bind other
