@@ -9,8 +9,9 @@
 //! - Further tests pin the exact texts, what upstream's library would refuse but the webhook
 //!   never registers (DELETE, CONNECT), and allocation on the hot path.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+#[path = "common/allocations.rs"]
+mod allocations;
+
 use std::path::{Path, PathBuf};
 
 use portcullis::admission::{AdmissionRequest, Operation, parse_review};
@@ -20,6 +21,8 @@ use portcullis::engine::pod_security::{
 };
 use portcullis::engine::{Decision, Labels, NamespaceLookup, NoNamespaces, StaticNamespaces};
 use serde_json::{Value, json};
+
+use allocations::allocations_of;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pod_security_admission")
@@ -561,43 +564,6 @@ fn configuration_errors_name_the_field() {
 // ---------------------------------------------------------------------------------------------
 // Allocation on the hot path
 // ---------------------------------------------------------------------------------------------
-
-/// Counts the allocations of the current thread.
-struct CountingAllocator;
-
-thread_local! {
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator; the counter is a
-// const-initialised thread-local `Cell`, which neither allocates nor needs a destructor.
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.with(|count| count.set(count.get() + 1));
-        // SAFETY: the caller's contract is passed on as is.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract is passed on as is.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.with(|count| count.set(count.get() + 1));
-        // SAFETY: the caller's contract is passed on as is.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
-
-fn allocations_of(run: impl FnOnce()) -> usize {
-    let before = ALLOCATIONS.with(Cell::get);
-    run();
-    ALLOCATIONS.with(Cell::get) - before
-}
 
 #[test]
 fn compliant_and_skipped_requests_do_not_allocate() {

@@ -17,8 +17,9 @@
 //! git), or from `PORTCULLIS_PSA_TESTDATA` (the module directory or its `test/testdata`). Without
 //! Go the test is skipped, unless `CI` is set.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+#[path = "common/allocations.rs"]
+mod allocations;
+
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -28,6 +29,8 @@ use portcullis::engine::pod_security::{
     CheckFailure, LATEST_MINOR, Level, LevelVersion, Version, check_pod, violation_message,
 };
 use serde_json::Value;
+
+use allocations::allocations_of;
 
 /// What upstream's test expects of a fail fixture, by the check ID its file name starts with
 /// (lowercased): the check, and the text the denial must contain (upstream's
@@ -117,42 +120,6 @@ fn default_volumes(pod: &mut Value) {
             volume.insert("emptyDir".to_owned(), Value::Object(Default::default()));
         }
     }
-}
-
-/// Counts the allocations of the current thread, to hold `check_pod` to not allocating for a
-/// compliant pod.
-struct CountingAllocator;
-
-thread_local! {
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator; the counter is a
-// const-initialised thread-local `Cell`, which neither allocates nor needs a destructor.
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.with(|count| count.set(count.get() + 1));
-        // SAFETY: the caller's contract is passed on as is.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract is passed on as is.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.with(|count| count.set(count.get() + 1));
-        // SAFETY: the caller's contract is passed on as is.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
-
-fn allocations() -> usize {
-    ALLOCATIONS.with(Cell::get)
 }
 
 /// Upstream's answers: (level, minor, file name) → aggregate detail.
@@ -475,9 +442,8 @@ fn compliant_pods_are_checked_without_allocating() {
     for level in [Level::Privileged, Level::Baseline, Level::Restricted] {
         for version in &versions {
             let level_version = LevelVersion::new(level, *version);
-            let before = allocations();
-            let failures = check_pod(level_version, metadata, spec);
-            let allocated = allocations() - before;
+            let mut failures = Vec::new();
+            let allocated = allocations_of(|| failures = check_pod(level_version, metadata, spec));
             assert_eq!(failures, [], "{level_version}");
             assert_eq!(allocated, 0, "{level_version} allocated");
         }
