@@ -1035,6 +1035,115 @@ fn validating_admission_policy_agrees_with_the_apiserver() {
     );
 }
 
+/// Differential test: the same MutatingAdmissionPolicy (`tests/fixtures/e2e/map`: an
+/// ApplyConfiguration merging a label and container limits, a JSONPatch capping replicas) in
+/// the real kube-apiserver and in Portcullis must give the same object for every one of a
+/// generated set of Deployments. Portcullis (`portcullis check`) is given what the policy sees
+/// in the apiserver: the Deployment as the apiserver defaulted it, before any policy.
+#[test]
+fn mutating_admission_policy_agrees_with_the_apiserver() {
+    let Some(bin) = e2e_bin() else { return };
+    let cluster = ControlPlane::start(&bin);
+    cluster.kubectl_ok(&["create", "namespace", "map"]);
+    let dry_run = |deployment: &serde_json::Value| -> Result<serde_json::Value, String> {
+        let output = cluster.kubectl_stdin(
+            &[
+                "create",
+                "-n",
+                "map",
+                "--dry-run=server",
+                "-o",
+                "json",
+                "-f",
+                "-",
+            ],
+            &serde_json::to_string(deployment).unwrap(),
+        );
+        if !output.status.success() {
+            return Err(stderr(&output));
+        }
+        serde_json::from_slice(&output.stdout).map_err(|e| e.to_string())
+    };
+    let deployments = generated_deployments(24);
+    let defaulted: Vec<serde_json::Value> = deployments
+        .iter()
+        .map(|deployment| dry_run(deployment).unwrap())
+        .collect();
+
+    let policy = fixture_path("map/policy.yaml");
+    cluster.kubectl_ok(&["apply", "-f", &policy]);
+    eventually(
+        "the policy to be active in the apiserver",
+        Duration::from_secs(60),
+        || {
+            let created = dry_run(&deployments[0])?;
+            let label = &created["metadata"]["labels"]["policy.example.com/mutated"];
+            (label == "true").then_some(()).ok_or(created.to_string())
+        },
+    );
+
+    let work = tempfile::tempdir().unwrap();
+    let manifests = work.path().join("defaulted.yaml");
+    let stream: String = defaulted
+        .iter()
+        .map(|d| format!("---\n{}\n", serde_json::to_string(d).unwrap()))
+        .collect();
+    std::fs::write(&manifests, stream).unwrap();
+    let output = Command::new(PORTCULLIS)
+        .args(["check", "--output", "json", "--policies", &policy])
+        .arg(&manifests)
+        .output()
+        .unwrap();
+    assert!(output.status.code() == Some(0), "{}", stderr(&output));
+    let results: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(results.len(), deployments.len());
+
+    // What differs between two creates of the same object, whoever mutates it.
+    let comparable = |mut object: serde_json::Value| {
+        let metadata = object["metadata"].as_object_mut().unwrap();
+        for field in [
+            "uid",
+            "creationTimestamp",
+            "managedFields",
+            "resourceVersion",
+            "generation",
+        ] {
+            metadata.remove(field);
+        }
+        object.as_object_mut().unwrap().remove("status");
+        object
+    };
+    let (mut capped, mut limited) = (0, 0);
+    for ((deployment, before), result) in deployments.iter().zip(&defaulted).zip(&results) {
+        let from_apiserver = comparable(dry_run(deployment).unwrap());
+        let patched = match &result["patchedObject"] {
+            serde_json::Value::Null => before.clone(),
+            object => object.clone(),
+        };
+        let from_portcullis = comparable(patched);
+        assert_eq!(
+            from_portcullis, from_apiserver,
+            "disagreement on {}",
+            deployment["metadata"]["name"]
+        );
+        capped += usize::from(before["spec"]["replicas"].as_i64() > Some(3));
+        limited += usize::from(
+            before["spec"]["template"]["spec"]["containers"][0]
+                .pointer("/resources/limits")
+                .is_none(),
+        );
+    }
+    eprintln!(
+        "e2e: the apiserver and Portcullis mutate {} Deployments alike ({capped} with replicas \
+         capped, {limited} given a memory limit)",
+        deployments.len()
+    );
+    assert!(
+        capped > 0 && capped < deployments.len() && limited > 0 && limited < deployments.len(),
+        "the generated set must mix outcomes"
+    );
+}
+
 /// Deployments that vary replicas, labels, images, limits, hostNetwork and names,
 /// deterministically.
 fn generated_deployments(count: usize) -> Vec<serde_json::Value> {
