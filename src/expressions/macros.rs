@@ -1,6 +1,6 @@
 //! Macros the `cel` crate lacks: `cel.bind`, the two-variable comprehensions
-//! (`all`, `exists`, `existsOne`, `transformList`, `transformMap`, `transformMapEntry` is not
-//! supported) over `(index, value)` of a list or `(key, value)` of a map.
+//! (`all`, `exists`, `existsOne`, `transformList`, `transformMap`, `transformMapEntry`) over
+//! `(index, value)` of a list or `(key, value)` of a map.
 //!
 //! The interpreter of `cel` 0.15 iterates one variable only (a map yields its keys), so a
 //! two-variable comprehension iterates `@pairs(range)`, a list of `[i, v]` / `[k, v]` pairs,
@@ -33,6 +33,12 @@ pub(super) fn register(env: &mut Env) {
         }),
         Macro::receiver("transformMap", 4, |h, t, a| {
             two_var(h, t, a, Fold::TransformMap)
+        }),
+        Macro::receiver("transformMapEntry", 3, |h, t, a| {
+            two_var(h, t, a, Fold::TransformMapEntry)
+        }),
+        Macro::receiver("transformMapEntry", 4, |h, t, a| {
+            two_var(h, t, a, Fold::TransformMapEntry)
         }),
     ];
     for m in macros {
@@ -109,6 +115,7 @@ enum Fold {
     ExistsOne,
     TransformList,
     TransformMap,
+    TransformMapEntry,
 }
 
 fn two_var(
@@ -176,7 +183,7 @@ fn two_var(
             let result = call(h, operators::EQUALS, vec![accu, one]);
             (init, cond, step, result)
         }
-        Fold::TransformList | Fold::TransformMap => {
+        Fold::TransformList | Fold::TransformMap | Fold::TransformMapEntry => {
             let init = h.next_expr(Expr::List(ListExpr::new(Vec::new())));
             let cond = boolean(h, true);
             let element = if matches!(fold, Fold::TransformMap) {
@@ -197,10 +204,11 @@ fn two_var(
             };
             let step = bound(h, step);
             let result = result_ident(h);
-            let result = if matches!(fold, Fold::TransformMap) {
-                call(h, "@mapFromPairs", vec![result])
-            } else {
-                result
+            let result = match fold {
+                Fold::TransformMap => call(h, "@mapFromPairs", vec![result]),
+                // Each step yields a map; their entries are merged, a key seen twice is an error.
+                Fold::TransformMapEntry => call(h, "@mapFromMaps", vec![result]),
+                _ => result,
             };
             (init, cond, step, result)
         }

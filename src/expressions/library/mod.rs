@@ -283,6 +283,7 @@ pub(super) fn register(env: &mut Env) {
     global(env, "@budget", 1, budget);
     global(env, "@pairs", 1, overload!(pairs));
     global(env, "@mapFromPairs", 1, overload!(map_from_pairs));
+    global(env, "@mapFromMaps", 1, overload!(map_from_maps));
     global(env, "@matches", 2, regex_matches);
     global(env, "@requestResource", 1, overload!(request_resource));
     member(env, "@matches", 1, regex_matches);
@@ -539,6 +540,27 @@ fn map_from_pairs(args: &[Value]) -> Fallible {
                 .try_into()
                 .map_err(|_| fail("transformMap", "unsupported key type"))?;
             map.insert(key, v.clone());
+        }
+    }
+    Ok(Value::Map(Map { map: Arc::new(map) }))
+}
+
+/// `transformMapEntry`'s result: the entries of every map its steps yielded, as cel-go's
+/// `@mapInsert` merges them (a key already present is an error).
+fn map_from_maps(args: &[Value]) -> Fallible {
+    let mut map = HashMap::new();
+    for entries in list_arg("transformMapEntry", args, 0)? {
+        let Value::Map(entries) = entries else {
+            return Err(no_overload("@mapInsert", std::slice::from_ref(entries)));
+        };
+        for (key, value) in entries.map.iter() {
+            if map.contains_key(key) {
+                return Err(fail(
+                    "transformMapEntry",
+                    format!("insert failed: key {key} already exists"),
+                ));
+            }
+            map.insert(key.clone(), value.clone());
         }
     }
     Ok(Value::Map(Map { map: Arc::new(map) }))
