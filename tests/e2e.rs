@@ -981,21 +981,7 @@ fn validating_admission_policy_agrees_with_the_apiserver() {
         },
     );
 
-    let work = tempfile::tempdir().unwrap();
-    let manifests = work.path().join("deployments.yaml");
-    let stream: String = deployments
-        .iter()
-        .map(|d| format!("---\n{}\n", serde_json::to_string(d).unwrap()))
-        .collect();
-    std::fs::write(&manifests, stream).unwrap();
-    let output = Command::new(PORTCULLIS)
-        .args(["check", "--output", "json", "--policies", &policy])
-        .arg(&manifests)
-        .output()
-        .unwrap();
-    assert!(output.status.code() == Some(0), "{}", stderr(&output));
-    let results: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(results.len(), deployments.len());
+    let results = check_admitted(&policy, &deployments);
 
     let mut warned = 0;
     for (deployment, result) in deployments.iter().zip(&results) {
@@ -1082,21 +1068,7 @@ fn mutating_admission_policy_agrees_with_the_apiserver() {
         },
     );
 
-    let work = tempfile::tempdir().unwrap();
-    let manifests = work.path().join("defaulted.yaml");
-    let stream: String = defaulted
-        .iter()
-        .map(|d| format!("---\n{}\n", serde_json::to_string(d).unwrap()))
-        .collect();
-    std::fs::write(&manifests, stream).unwrap();
-    let output = Command::new(PORTCULLIS)
-        .args(["check", "--output", "json", "--policies", &policy])
-        .arg(&manifests)
-        .output()
-        .unwrap();
-    assert!(output.status.code() == Some(0), "{}", stderr(&output));
-    let results: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(results.len(), deployments.len());
+    let results = check_admitted(&policy, &defaulted);
 
     // What differs between two creates of the same object, whoever mutates it.
     let comparable = |mut object: serde_json::Value| {
@@ -1142,6 +1114,27 @@ fn mutating_admission_policy_agrees_with_the_apiserver() {
         capped > 0 && capped < deployments.len() && limited > 0 && limited < deployments.len(),
         "the generated set must mix outcomes"
     );
+}
+
+/// `portcullis check --output json` of `documents` under `policy`: one result per document,
+/// every one admitted (exit 0).
+fn check_admitted(policy: &str, documents: &[serde_json::Value]) -> Vec<serde_json::Value> {
+    let work = tempfile::tempdir().unwrap();
+    let manifests = work.path().join("documents.yaml");
+    let stream: String = documents
+        .iter()
+        .map(|d| format!("---\n{}\n", serde_json::to_string(d).unwrap()))
+        .collect();
+    std::fs::write(&manifests, stream).unwrap();
+    let output = Command::new(PORTCULLIS)
+        .args(["check", "--output", "json", "--policies", policy])
+        .arg(&manifests)
+        .output()
+        .unwrap();
+    assert!(output.status.code() == Some(0), "{}", stderr(&output));
+    let results: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(results.len(), documents.len());
+    results
 }
 
 /// Deployments that vary replicas, labels, images, limits, hostNetwork and names,
