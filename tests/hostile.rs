@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use common::read_fixture;
 use common::tls::{client_config, connect, handshake};
 use common::wait_until;
-use portcullis::engine::Engine;
 use portcullis::server::{ConnectionSettings, RequestSettings, RunningServer, ServeConfig, start};
 use portcullis::tls::{CertificateSource, TlsSettings, generate_certificates};
 use rustls::ClientConfig;
@@ -57,14 +56,6 @@ struct Target {
 async fn start_target(connections: ConnectionSettings) -> Target {
     let certificates = generate_certificates(&["localhost".into(), "127.0.0.1".into()], 1).unwrap();
     let server = start(ServeConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        admin_listen: "127.0.0.1:0".parse().unwrap(),
-        tls: TlsSettings {
-            source: CertificateSource::Generated(certificates.clone()),
-            client_ca: None,
-        },
-        tls_reload_interval: Duration::from_secs(3600),
-        drain_delay: Duration::ZERO,
         shutdown_grace: Duration::from_secs(5),
         request: RequestSettings {
             max_body_bytes: MAX_BODY_BYTES,
@@ -72,7 +63,10 @@ async fn start_target(connections: ConnectionSettings) -> Target {
             ..RequestSettings::default()
         },
         connections,
-        engine: Engine::builtin(),
+        ..common::tls::loopback_config(TlsSettings {
+            source: CertificateSource::Generated(certificates.clone()),
+            client_ca: None,
+        })
     })
     .await
     .expect("server starts");

@@ -7,11 +7,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use portcullis::engine::Engine;
 use portcullis::metrics::{Metrics, ReloadLabels};
 use portcullis::server::{
-    ConnectionSettings, OnError, RequestSettings, RunningServer, ServeConfig, ServeSources,
-    start_with,
+    OnError, RequestSettings, RunningServer, ServeConfig, ServeSources, start_with,
 };
 use portcullis::tls::{
     CertificateSource, GeneratedCertificates, TlsSettings, generate_certificates,
@@ -20,7 +18,7 @@ use rustls::version::{TLS12, TLS13};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::common::tls::{Sender, client_config, connect, handshake};
+use crate::common::tls::{Sender, client_config, connect, handshake, loopback_config};
 
 /// A folder laid out as kubelet lays out a ConfigMap volume: each key is a symlink through
 /// `..data`, which points at a timestamped folder and is replaced atomically by a rename.
@@ -98,22 +96,15 @@ pub async fn start_with_policies(
 ) -> RunningServer {
     start_with(
         ServeConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            admin_listen: "127.0.0.1:0".parse().unwrap(),
-            tls: TlsSettings {
-                source: CertificateSource::Generated(certificates.clone()),
-                client_ca: None,
-            },
-            tls_reload_interval: Duration::from_secs(3600),
-            drain_delay: Duration::ZERO,
-            shutdown_grace: Duration::from_secs(10),
             request: RequestSettings {
                 on_error,
                 ..RequestSettings::default()
             },
-            connections: ConnectionSettings::default(),
-            // Ignored: policy files are given.
-            engine: Engine::builtin(),
+            // The engine is ignored: policy files are given.
+            ..loopback_config(TlsSettings {
+                source: CertificateSource::Generated(certificates.clone()),
+                client_ca: None,
+            })
         },
         ServeSources {
             policy_paths: paths,

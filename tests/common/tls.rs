@@ -18,9 +18,10 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
-/// Starts a server with the built-in rules on loopback ports chosen by the OS.
-pub async fn start_server(tls: TlsSettings) -> RunningServer {
-    start(ServeConfig {
+/// The configuration of the test servers: the built-in rules on loopback ports chosen by the
+/// OS, default limits, no drain delay, 10 s of grace.
+pub fn loopback_config(tls: TlsSettings) -> ServeConfig {
+    ServeConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         admin_listen: "127.0.0.1:0".parse().unwrap(),
         tls,
@@ -30,9 +31,12 @@ pub async fn start_server(tls: TlsSettings) -> RunningServer {
         request: RequestSettings::default(),
         connections: ConnectionSettings::default(),
         engine: Engine::builtin(),
-    })
-    .await
-    .expect("server starts")
+    }
+}
+
+/// Starts a server with [`loopback_config`].
+pub async fn start_server(tls: TlsSettings) -> RunningServer {
+    start(loopback_config(tls)).await.expect("server starts")
 }
 
 /// A client configuration trusting `ca_pems`, offering `alpn`, optionally with a client
