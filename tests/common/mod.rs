@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod control_plane;
 pub mod tls;
 
 use std::path::{Path, PathBuf};

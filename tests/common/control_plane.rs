@@ -1,0 +1,241 @@
+//! A real etcd + kube-apiserver on loopback and the real `portcullis serve` process, for the
+//! end-to-end tests (see E2E.md and `e2e/`).
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+/// The `portcullis` binary under test.
+pub const PORTCULLIS: &str = env!("CARGO_BIN_EXE_portcullis");
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The folder with `etcd`, `kube-apiserver` and `kubectl` (`PORTCULLIS_E2E_BIN`); `None` skips
+/// the test with a message, except under `CI=true`, where a missing folder fails it.
+pub fn e2e_bin() -> Option<PathBuf> {
+    match std::env::var_os("PORTCULLIS_E2E_BIN") {
+        Some(dir) => Some(PathBuf::from(dir)),
+        None if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but PORTCULLIS_E2E_BIN is not: run `make test` or `make e2e`")
+        }
+        None => {
+            eprintln!(
+                "SKIPPED end-to-end test: PORTCULLIS_E2E_BIN is not set (`make e2e` builds the \
+                 control plane and sets it)"
+            );
+            None
+        }
+    }
+}
+
+/// A running etcd + kube-apiserver; stopped (and its folder removed) on drop, panics included.
+pub struct ControlPlane {
+    pub env: HashMap<String, String>,
+}
+
+impl ControlPlane {
+    pub fn start(bin: &Path) -> Self {
+        // The in-tree PodSecurity plugin would refuse pods before any webhook is called;
+        // Portcullis's Pod Security must be the one deciding here.
+        let output = Command::new(format!("{ROOT}/e2e/start-controlplane.sh"))
+            .env("PORTCULLIS_E2E_BIN", bin)
+            .env(
+                "PORTCULLIS_E2E_APISERVER_ARGS",
+                "--disable-admission-plugins=ServiceAccount,PodSecurity",
+            )
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run e2e/start-controlplane.sh");
+        assert!(output.status.success(), "control plane did not start");
+        let env = String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| line.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        ControlPlane { env }
+    }
+
+    pub fn kubeconfig(&self) -> &str {
+        &self.env["KUBECONFIG"]
+    }
+
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        Command::new(&self.env["KUBECTL"])
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .arg("--request-timeout=30s")
+            .args(args)
+            .output()
+            .expect("run kubectl")
+    }
+
+    /// `kubectl create --dry-run=server -n NAMESPACE -f FILE`.
+    pub fn dry_run_create(&self, namespace: &str, file: &str) -> Output {
+        self.kubectl(&["create", "-n", namespace, "--dry-run=server", "-f", file])
+    }
+
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let output = self.kubectl(args);
+        assert!(
+            output.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    pub fn apply(&self, manifest: &str) {
+        let output = self.kubectl_stdin(&["apply", "-f", "-"], manifest);
+        assert!(
+            output.status.success(),
+            "kubectl apply: {}",
+            stderr(&output)
+        );
+    }
+
+    pub fn kubectl_stdin(&self, args: &[&str], input: &str) -> Output {
+        use std::io::Write;
+        let mut child = Command::new(&self.env["KUBECTL"])
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .arg("--request-timeout=30s")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run kubectl");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    pub async fn client(&self) -> kube::Client {
+        let kubeconfig = Kubeconfig::read_from(self.kubeconfig()).unwrap();
+        let config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .unwrap();
+        kube::Client::try_from(config).unwrap()
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        if let Some(dir) = self.env.get("E2E_DIR") {
+            let _ = Command::new(format!("{ROOT}/e2e/stop-controlplane.sh"))
+                .arg(dir)
+                .status();
+        }
+    }
+}
+
+/// The `portcullis serve` process; killed on drop.
+pub struct Portcullis {
+    pub child: Child,
+    pub webhook: SocketAddr,
+    pub admin: SocketAddr,
+}
+
+impl Portcullis {
+    pub fn start(args: &[&str]) -> Self {
+        let mut child = Command::new(PORTCULLIS)
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--admin-listen",
+                "127.0.0.1:0",
+            ])
+            .args(["--log-format", "json", "--shutdown-grace", "5s"])
+            // SIGTERM's drain, shortened: the apiserver keeps being served during it.
+            .args(["--drain-delay", "1s"])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start portcullis");
+        let stderr = child.stderr.take().unwrap();
+        let (sender, addresses) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(event) = serde_json::from_str::<serde_json::Value>(&line)
+                    && event["message"] == "portcullis is serving"
+                {
+                    let address = |key: &str| event[key].as_str().unwrap().parse().unwrap();
+                    let _ = sender.send((address("webhook"), address("admin")));
+                }
+                eprintln!("portcullis: {line}");
+            }
+        });
+        let (webhook, admin) = addresses
+            .recv_timeout(Duration::from_secs(30))
+            .expect("portcullis reports its addresses");
+        Portcullis {
+            child,
+            webhook,
+            admin,
+        }
+    }
+
+    pub fn metrics(&self) -> String {
+        use std::io::{Read, Write};
+        let mut tcp = std::net::TcpStream::connect(self.admin).unwrap();
+        tcp.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        tcp.read_to_string(&mut text).unwrap();
+        text
+    }
+
+    /// SIGTERM, then the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "portcullis did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Portcullis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Retries `attempt` until it succeeds or `timeout` passes (configuration changes reach the
+/// apiserver through an informer); the panic shows the last failure.
+pub fn eventually(what: &str, timeout: Duration, mut attempt: impl FnMut() -> Result<(), String>) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match attempt() {
+            Ok(()) => return,
+            Err(last) => assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; last: {last}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
