@@ -72,10 +72,10 @@ fn standard_set(c: &mut Criterion) {
         env!("CARGO_MANIFEST_DIR")
     );
     let native = format!("{policies}/native.yaml");
-    let standard = portcullis::policy::load_engine(&[policies.into()]).expect("bench policies");
-    let native_only = portcullis::policy::load_engine(&[native.into()]).expect("native policy");
+    let standard = portcullis::engine::Engine::load(&[policies.into()]).expect("bench policies");
+    let native_only = portcullis::engine::Engine::load(&[native.into()]).expect("native policy");
     let vap = format!("{}/bench/fixtures/vap", env!("CARGO_MANIFEST_DIR"));
-    let vap_only = portcullis::policy::load_engine(&[vap.into()]).expect("bench VAP");
+    let vap_only = portcullis::engine::Engine::load(&[vap.into()]).expect("bench VAP");
     let body = std::fs::read(format!(
         "{}/tests/fixtures/bench/pod-10kb.json",
         env!("CARGO_MANIFEST_DIR")

@@ -25,4 +25,5 @@ pub mod policy;
 pub mod server;
 pub mod telemetry;
 pub mod tls;
+pub mod vocabulary;
 pub mod webhook_config;

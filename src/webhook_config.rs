@@ -3,10 +3,10 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use clap::ValueEnum;
 use serde_json::{Value, json};
 
 use crate::engine::{Endpoint, Engine, ResourceRule};
+pub use crate::vocabulary::FailurePolicy;
 
 /// Where the apiserver reaches the webhook.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,17 +47,6 @@ impl WebhookTarget {
             port,
         })
     }
-}
-
-/// The apiserver's `failurePolicy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum FailurePolicy {
-    /// Refuse requests when the webhook cannot be reached.
-    #[value(name = "Fail")]
-    Fail,
-    /// Admit requests when the webhook cannot be reached.
-    #[value(name = "Ignore")]
-    Ignore,
 }
 
 /// Options for [`webhook_configurations`].
@@ -174,10 +163,7 @@ fn webhook(engine: &Engine, endpoint: Endpoint, options: &WebhookOptions) -> Opt
         "name": webhook_name(endpoint, &options.name),
         "admissionReviewVersions": ["v1"],
         "sideEffects": "None",
-        "failurePolicy": match options.failure_policy {
-            FailurePolicy::Fail => "Fail",
-            FailurePolicy::Ignore => "Ignore",
-        },
+        "failurePolicy": options.failure_policy.as_str(),
         "timeoutSeconds": options.timeout_seconds,
         "matchPolicy": "Equivalent",
         "clientConfig": client_config,

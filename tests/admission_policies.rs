@@ -9,7 +9,6 @@ use portcullis::admission::{AdmissionRequest, parse_review};
 use portcullis::engine::{
     Decision, Endpoint, Engine, EvalContext, Labels, ResourceRule, StaticNamespaces,
 };
-use portcullis::policy::load_engine;
 use serde_json::{Value, json};
 
 fn fixture(name: &str) -> PathBuf {
@@ -19,11 +18,11 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn engine(name: &str) -> Engine {
-    load_engine(&[fixture(name)]).unwrap_or_else(|e| panic!("{name} loads: {e}"))
+    Engine::load(&[fixture(name)]).unwrap_or_else(|e| panic!("{name} loads: {e}"))
 }
 
 fn load_error(name: &str) -> String {
-    match load_engine(&[fixture(name)]) {
+    match Engine::load(&[fixture(name)]) {
         Ok(_) => panic!("{name} should not load"),
         Err(error) => error.to_string(),
     }
@@ -836,7 +835,7 @@ fn a_folder_holds_policies_params_and_native_policies_together() {
     ] {
         std::fs::copy(fixture(name), dir.path().join(name)).unwrap();
     }
-    let engine = load_engine(&[dir.path().to_owned()]).unwrap();
+    let engine = Engine::load(&[dir.path().to_owned()]).unwrap();
     assert_eq!(engine.rule_count(), 1 + 1 + 1 + 4);
     let decision = validate(&engine, &deployment("team-a", 200));
     // configmap-params (two ConfigMaps), native-cel (three rules), replica-limit (non-test).

@@ -17,8 +17,9 @@ use std::path::{Path, PathBuf};
 use portcullis::admission::{AdmissionRequest, Operation, parse_review};
 use portcullis::engine::pod_security::{
     AUDIT_VIOLATIONS_ANNOTATION, ENFORCE_POLICY_ANNOTATION, ERROR_ANNOTATION, EXEMPT_ANNOTATION,
-    PodSecurityAdmission, PodSecurityConfiguration,
+    PodSecurityAdmission,
 };
+use portcullis::policy::PodSecurityConfiguration;
 use portcullis::engine::{Decision, Labels, NamespaceLookup, NoNamespaces, StaticNamespaces};
 use serde_json::{Value, json};
 
@@ -62,7 +63,7 @@ fn admission(body: Value) -> PodSecurityAdmission {
         .as_object_mut()
         .unwrap()
         .extend(body.as_object().unwrap().clone());
-    let config = PodSecurityConfiguration::from_value(&document).unwrap();
+    let config: PodSecurityConfiguration = serde_json::from_value(document).unwrap();
     PodSecurityAdmission::new(&config).unwrap()
 }
 
@@ -548,12 +549,13 @@ fn workloads_are_warned_and_audited_never_refused() {
 
 #[test]
 fn configuration_errors_name_the_field() {
-    let config = PodSecurityConfiguration::from_value(&json!({
+    let config: PodSecurityConfiguration = serde_json::from_value(json!({
         "apiVersion": "pod-security.admission.config.k8s.io/v1",
         "kind": "PodSecurityConfiguration",
         "defaults": {"enforce": "restricted", "enforce-version": "v1.x"},
     }))
-    .unwrap_err();
+    .unwrap();
+    let config = PodSecurityAdmission::new(&config).unwrap_err();
     assert_eq!(config.field, "defaults.enforce-version");
     assert_eq!(
         config.to_string(),

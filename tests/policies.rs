@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use portcullis::admission::{AdmissionRequest, parse_review};
 use portcullis::engine::{Decision, Endpoint, Engine, EvalContext};
-use portcullis::policy::load_engine;
 use serde_json::{Value, json};
 
 fn root(path: &str) -> PathBuf {
@@ -13,7 +12,7 @@ fn root(path: &str) -> PathBuf {
 }
 
 fn example_engine() -> Engine {
-    load_engine(&[root("examples/policies")]).expect("example policies load")
+    Engine::load(&[root("examples/policies")]).expect("example policies load")
 }
 
 fn request(manifest: &str, operation: &str) -> AdmissionRequest {
@@ -161,7 +160,7 @@ fn defaults_patch_minimally_and_idempotently() {
 
 #[test]
 fn load_errors_name_file_document_and_field() {
-    let error = load_engine(&[root("tests/fixtures/policies/broken")]).unwrap_err();
+    let error = Engine::load(&[root("tests/fixtures/policies/broken")]).unwrap_err();
     let text = error.to_string();
     assert!(text.contains("typo.yaml (document 1)"), "{text}");
     assert!(text.contains("spec.validate[0].images"), "{text}");
@@ -191,7 +190,7 @@ spec:
 "#;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("p.yaml"), policy).unwrap();
-    let engine = load_engine(&[dir.path().to_owned()]).unwrap();
+    let engine = Engine::load(&[dir.path().to_owned()]).unwrap();
     let update = evaluate(
         &engine,
         &request("pod-bad.yaml", "UPDATE"),

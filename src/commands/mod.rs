@@ -88,5 +88,5 @@ pub fn load_engine(policies: &[std::path::PathBuf]) -> anyhow::Result<crate::eng
     if policies.is_empty() {
         return Ok(crate::engine::Engine::builtin());
     }
-    Ok(crate::policy::load_engine(policies)?)
+    Ok(crate::engine::Engine::load(policies)?)
 }

@@ -1,9 +1,19 @@
 use super::admission_policy::{AdmissionPolicies, AdmissionPolicyDocument};
 use super::pod_security::PodSecurityAdmission;
 use super::{CompiledPolicy, Engine};
-use crate::policy::{PolicyDocument, PolicyError, SourcedDocument, unsupported_document};
+use std::path::PathBuf;
+
+use crate::policy::{
+    PolicyDocument, PolicyError, SourcedDocument, read_documents, unsupported_document,
+};
 
 impl Engine {
+    /// Reads every policy document under `paths` (files or folders) and compiles them into one
+    /// engine. An empty set of documents is valid: the engine allows everything unchanged.
+    pub fn load(paths: &[PathBuf]) -> Result<Engine, PolicyError> {
+        Engine::compile(&read_documents(paths)?)
+    }
+
     /// Compiles policy documents into an engine: everything that can be checked or prepared
     /// (regexes, selectors, quantities, paths) is done here, once. Policies are evaluated in
     /// document order. Admission policies (`admissionregistration.k8s.io`) are compiled with

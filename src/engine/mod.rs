@@ -21,6 +21,7 @@ use std::time::Instant;
 use crate::admission::AdmissionRequest;
 use crate::patch::ObjectEditor;
 
+pub use crate::vocabulary::Action;
 pub use decision::{Decision, DenialStatus, Violation};
 pub use namespaces::{Labels, NamespaceLookup, NoNamespaces, StaticNamespaces};
 pub use native::CompiledPolicy;
@@ -123,17 +124,6 @@ pub trait DefaultingRule: Send + Sync {
 
 /// The built-in policy set, embedded in the binary.
 pub const BUILTIN_POLICIES: &str = include_str!("builtin.yaml");
-
-/// What a validation rule's violations do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize, serde::Serialize)]
-pub enum Action {
-    /// Refuse the request (403) and list the violation in the message.
-    Deny,
-    /// Admit it with a warning per violation (kubectl prints `Warning: …`).
-    Warn,
-    /// Admit it and record the violations in the audit annotation of the policy.
-    Audit,
-}
 
 struct BoundValidation {
     action: Action,

@@ -5,8 +5,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::native::Policy;
-use crate::engine::admission_policy::{self, AdmissionPolicyDocument};
-use crate::engine::pod_security::PodSecurityConfiguration;
+use super::admission_policy::{self, AdmissionPolicyDocument};
+use super::pod_security::PodSecurityConfiguration;
 
 /// Where a document came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -223,8 +223,7 @@ fn recognise(source: DocumentSource, value: Value) -> Result<SourcedDocument, Po
     let kind = value.get("kind").and_then(Value::as_str).unwrap_or("");
     let document = match (api_version, kind) {
         ("pod-security.admission.config.k8s.io/v1", "PodSecurityConfiguration") => {
-            let config = PodSecurityConfiguration::from_value(&value)
-                .map_err(|e| PolicyError::at(&source, e.field, e.message))?;
+            let config: PodSecurityConfiguration = from_document(&source, value)?;
             PolicyDocument::PodSecurity(Box::new(config))
         }
         ("portcullis.dev/v1alpha1", "Policy") => {

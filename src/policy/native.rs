@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{DocumentSource, PolicyError};
 use crate::admission::Operation;
-use crate::engine::Action;
+pub use crate::vocabulary::{Action, LabelSelector, LabelSelectorRequirement};
 
 /// A native policy document.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -129,31 +129,6 @@ pub struct NamespaceFilter {
     /// Never these namespaces.
     #[serde(default)]
     pub exclude: Vec<String>,
-}
-
-/// A Kubernetes LabelSelector.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct LabelSelector {
-    /// Labels that must equal these values.
-    #[serde(default)]
-    pub match_labels: BTreeMap<String, String>,
-    /// Expressions that must all hold.
-    #[serde(default)]
-    pub match_expressions: Vec<LabelSelectorRequirement>,
-}
-
-/// One `matchExpressions` entry.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct LabelSelectorRequirement {
-    /// The label key.
-    pub key: String,
-    /// `In`, `NotIn`, `Exists` or `DoesNotExist`.
-    pub operator: String,
-    /// Values for `In` and `NotIn`.
-    #[serde(default)]
-    pub values: Vec<String>,
 }
 
 /// Requesters excluded from a policy.

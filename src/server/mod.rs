@@ -7,6 +7,7 @@ mod extract;
 mod handlers;
 mod limits;
 mod observe;
+pub mod policy_reload;
 mod run;
 
 use std::sync::Arc;

@@ -17,7 +17,7 @@ use super::{AppState, RequestSettings, webhook_router};
 use crate::admin::{AdminState, admin_router};
 use crate::cluster::NamespaceCache;
 use crate::engine::Engine;
-use crate::policy::PolicyReloader;
+use super::policy_reload::PolicyReloader;
 use crate::tls::{CertificateReloader, TlsError, TlsSettings};
 
 /// Everything `serve` needs to start.

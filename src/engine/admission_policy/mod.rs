@@ -14,7 +14,6 @@ mod list_keys;
 mod mutating;
 mod params;
 mod resource_match;
-mod types;
 mod validating;
 
 use std::collections::BTreeMap;
@@ -23,74 +22,18 @@ use serde_json::Value as Json;
 
 use crate::admission::AdmissionRequest;
 use crate::engine::{Decision, Endpoint, NamespaceLookup, ResourceRule};
-use crate::policy::{DocumentSource, LabelSelector, PolicyError, from_document};
+use crate::policy::admission_policy::{
+    FailurePolicy, MatchResources, NamedExpression, ParamKind, ParamRef, ParameterNotFoundAction,
+};
+use crate::policy::{DocumentSource, LabelSelector, PolicyError};
 
 pub use expression::Expression;
 pub use json_patch::diff as json_patch_diff;
 pub use params::ParamStore;
-pub use types::AdmissionPolicyDocument;
+pub use crate::policy::AdmissionPolicyDocument;
 
 use crate::expressions::{Activation, CelEvalError};
 use resource_match::ResourceMatcher;
-use types::{
-    FailurePolicy, MatchResources, NamedExpression, ParamKind, ParamRef, ParameterNotFoundAction,
-};
-
-/// The API group of the documents read here.
-pub const GROUP: &str = "admissionregistration.k8s.io";
-
-/// Recognises an `admissionregistration.k8s.io` document. Any other kind or version in the
-/// group is an error, so that a typo cannot silently become a parameter object.
-pub fn recognise(
-    source: &DocumentSource,
-    value: Json,
-) -> Result<AdmissionPolicyDocument, PolicyError> {
-    let api_version = value
-        .get("apiVersion")
-        .and_then(Json::as_str)
-        .unwrap_or("")
-        .to_owned();
-    let kind = value
-        .get("kind")
-        .and_then(Json::as_str)
-        .unwrap_or("")
-        .to_owned();
-    if !types::API_VERSIONS.contains(&api_version.as_str()) {
-        return Err(PolicyError::at(
-            source,
-            "apiVersion",
-            format!(
-                "unsupported apiVersion {api_version}; supported: {}",
-                types::API_VERSIONS.join(", ")
-            ),
-        ));
-    }
-    let document = match kind.as_str() {
-        "ValidatingAdmissionPolicy" => {
-            AdmissionPolicyDocument::ValidatingPolicy(from_document(source, value)?)
-        }
-        "ValidatingAdmissionPolicyBinding" => {
-            AdmissionPolicyDocument::ValidatingBinding(from_document(source, value)?)
-        }
-        "MutatingAdmissionPolicy" => {
-            AdmissionPolicyDocument::MutatingPolicy(from_document(source, value)?)
-        }
-        "MutatingAdmissionPolicyBinding" => {
-            AdmissionPolicyDocument::MutatingBinding(from_document(source, value)?)
-        }
-        _ => {
-            return Err(PolicyError::at(
-                source,
-                "kind",
-                format!(
-                    "unsupported document {api_version} {kind}; supported kinds in {GROUP}: {}",
-                    types::KINDS.join(", ")
-                ),
-            ));
-        }
-    };
-    Ok(document)
-}
 
 // ---------------------------------------------------------------------------------------------
 // Compiled pieces shared by validating and mutating policies.

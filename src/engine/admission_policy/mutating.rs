@@ -6,7 +6,7 @@ use serde_json::Value as Json;
 
 use super::apply_configuration::merge_apply_configuration;
 use super::json_patch::apply_operation;
-use super::types::{
+use crate::policy::admission_policy::{
     Document, FailurePolicy, MutatingBindingSpec, MutatingPolicySpec, PatchType, ReinvocationPolicy,
 };
 use super::{AdmissionPolicies, BindingCore, Expression, PolicyCore, RequestInput, Scope};

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::types::{ParamKind, ParamRef};
+use crate::policy::admission_policy::{ParamKind, ParamRef};
 use crate::admission::AdmissionRequest;
 use crate::engine::matching::SelectorMatcher;
 use crate::policy::DocumentSource;

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::types::{MatchPolicy, MatchResources, NamedRule};
+use crate::policy::admission_policy::{MatchPolicy, MatchResources, NamedRule};
 use crate::admission::{AdmissionRequest, GroupVersionResource, Operation};
 use crate::engine::matching::SelectorMatcher;
 use crate::engine::{Labels, NamespaceLookup, ResourceRule};

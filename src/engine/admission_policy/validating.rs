@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::types::{
+use crate::policy::admission_policy::{
     Document, FailurePolicy, ValidatingBindingSpec, ValidatingPolicySpec, ValidationAction,
 };
 use super::{

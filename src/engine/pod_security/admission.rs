@@ -48,7 +48,6 @@
 use std::collections::HashSet;
 use std::fmt::{self, Write as _};
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::pod::{list, str_field};
@@ -56,6 +55,7 @@ use super::text::go_quote;
 use super::{CheckFailure, Level, LevelVersion, Version, check_pod, violation_message};
 use crate::admission::{AdmissionRequest, Operation};
 use crate::engine::{Decision, Labels, NamespaceLookup, ResourceRule, Violation};
+use crate::policy::PodSecurityConfiguration;
 
 /// An error in a `PodSecurityConfiguration`, at a field.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,102 +77,6 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
-
-/// `pod-security.admission.config.k8s.io/v1` `PodSecurityConfiguration`, as the apiserver's
-/// admission configuration file takes it.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PodSecurityConfiguration {
-    /// `pod-security.admission.config.k8s.io/v1`.
-    #[serde(rename = "apiVersion")]
-    pub api_version: String,
-    /// `PodSecurityConfiguration`.
-    pub kind: String,
-    /// Levels and versions used where namespace labels do not say otherwise.
-    #[serde(default)]
-    pub defaults: PodSecurityDefaults,
-    /// Requests never evaluated.
-    #[serde(default)]
-    pub exemptions: PodSecurityExemptions,
-}
-
-/// The `defaults` block: level and version per mode (`privileged` and `latest` when unset or
-/// empty, as upstream defaults them).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PodSecurityDefaults {
-    /// Level refused.
-    #[serde(default = "privileged")]
-    pub enforce: String,
-    /// Version of the enforced level.
-    #[serde(rename = "enforce-version", default = "latest")]
-    pub enforce_version: String,
-    /// Level recorded in audit annotations.
-    #[serde(default = "privileged")]
-    pub audit: String,
-    /// Version of the audited level.
-    #[serde(rename = "audit-version", default = "latest")]
-    pub audit_version: String,
-    /// Level warned about.
-    #[serde(default = "privileged")]
-    pub warn: String,
-    /// Version of the warned level.
-    #[serde(rename = "warn-version", default = "latest")]
-    pub warn_version: String,
-}
-
-impl Default for PodSecurityDefaults {
-    fn default() -> Self {
-        PodSecurityDefaults {
-            enforce: privileged(),
-            enforce_version: latest(),
-            audit: privileged(),
-            audit_version: latest(),
-            warn: privileged(),
-            warn_version: latest(),
-        }
-    }
-}
-
-fn privileged() -> String {
-    "privileged".into()
-}
-
-fn latest() -> String {
-    "latest".into()
-}
-
-/// The `exemptions` block.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PodSecurityExemptions {
-    /// Requesting user names never evaluated.
-    #[serde(default)]
-    pub usernames: Vec<String>,
-    /// Pods with these `runtimeClassName`s never evaluated.
-    #[serde(rename = "runtimeClasses", default)]
-    pub runtime_classes: Vec<String>,
-    /// Namespaces never evaluated.
-    #[serde(default)]
-    pub namespaces: Vec<String>,
-}
-
-impl PodSecurityConfiguration {
-    /// Parses and validates a document: levels and versions must parse, and exemptions must
-    /// be valid names without repeats, as upstream's `ValidatePodSecurityConfiguration`.
-    pub fn from_value(value: &Value) -> Result<Self, ConfigError> {
-        let config: PodSecurityConfiguration =
-            serde_path_to_error::deserialize(value).map_err(|e| ConfigError {
-                field: match e.path().to_string() {
-                    root if root == "." => String::new(),
-                    path => path,
-                },
-                message: e.into_inner().to_string(),
-            })?;
-        PodSecurityAdmission::new(&config)?;
-        Ok(config)
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Labels, annotations and messages
@@ -1021,7 +925,12 @@ mod tests {
             .as_object_mut()
             .unwrap()
             .extend(value.as_object().unwrap().clone());
-        PodSecurityAdmission::new(&PodSecurityConfiguration::from_value(&document)?)
+        // Shape errors are the document layer's; they name the field the same way.
+        let config = serde_path_to_error::deserialize(&document).map_err(|e| ConfigError {
+            field: e.path().to_string(),
+            message: e.into_inner().to_string(),
+        })?;
+        PodSecurityAdmission::new(&config)
     }
 
     fn admission(defaults: Value) -> PodSecurityAdmission {

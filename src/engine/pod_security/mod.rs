@@ -41,8 +41,7 @@ mod windows_host_process;
 pub use admission::{
     AUDIT_LEVEL_LABEL, AUDIT_VERSION_LABEL, AUDIT_VIOLATIONS_ANNOTATION, ConfigError,
     ENFORCE_LEVEL_LABEL, ENFORCE_POLICY_ANNOTATION, ENFORCE_VERSION_LABEL, ERROR_ANNOTATION,
-    EXEMPT_ANNOTATION, LabelError, PodSecurityAdmission, PodSecurityConfiguration,
-    PodSecurityDefaults, PodSecurityExemptions, Policy, WARN_LEVEL_LABEL, WARN_VERSION_LABEL,
+    EXEMPT_ANNOTATION, LabelError, PodSecurityAdmission, Policy, WARN_LEVEL_LABEL, WARN_VERSION_LABEL,
 };
 
 use pod::PodView;

@@ -1,7 +1,7 @@
 //! Policy hot reload: watch the policy folders, re-check on a timer as a backstop, and swap a
 //! newly compiled engine in when the files change. A broken change keeps the engine in use.
 //!
-//! Reload is read → validate → compile → swap: [`load_engine`] does the first three, the swap
+//! Reload is read → validate → compile → swap: [`Engine::load`] does the first three, the swap
 //! is one atomic store into the [`ArcSwapOption`] the request handlers read lock-free.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -14,9 +14,9 @@ use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::{PolicyError, load_engine};
 use crate::admin::Readiness;
 use crate::engine::Engine;
+use crate::policy::PolicyError;
 use crate::metrics::Metrics;
 
 /// How long the files must be quiet after a change before they are read: an editor or
@@ -86,7 +86,7 @@ impl PolicyReloader {
         if fingerprint.is_some() && fingerprint == self.fingerprint {
             return PolicyReloadOutcome::Unchanged;
         }
-        let loaded = load_engine(&self.paths);
+        let loaded = Engine::load(&self.paths);
         self.fingerprint = fingerprint;
         match loaded {
             Ok(engine) => {
@@ -223,7 +223,7 @@ async fn settle(changes: &mut mpsc::Receiver<()>) {
 /// timestamped folders hold the same files again), symlinks followed.
 fn fingerprint(paths: &[PathBuf]) -> std::io::Result<u64> {
     let mut hasher = DefaultHasher::new();
-    for file in super::policy_files(paths).map_err(|(_, e)| e)? {
+    for file in crate::policy::policy_files(paths).map_err(|(_, e)| e)? {
         file.hash(&mut hasher);
         std::fs::read(&file)?.hash(&mut hasher);
     }

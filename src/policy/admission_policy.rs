@@ -6,8 +6,10 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use crate::policy::LabelSelector;
+use super::{DocumentSource, PolicyError, from_document};
+pub use crate::vocabulary::{FailurePolicy, LabelSelector};
 
 /// `metadata` of a policy or binding: only the name matters; the rest is accepted.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -38,16 +40,6 @@ pub struct Document<S> {
     /// Written by the apiserver; ignored.
     #[serde(default, skip_serializing)]
     pub status: Option<serde_json::Value>,
-}
-
-/// `Fail` (the default) or `Ignore`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
-pub enum FailurePolicy {
-    /// An error denies the request.
-    #[default]
-    Fail,
-    /// An error is ignored.
-    Ignore,
 }
 
 /// `Exact` or `Equivalent` (the default).
@@ -344,3 +336,59 @@ pub const KINDS: [&str; 4] = [
     "MutatingAdmissionPolicy",
     "MutatingAdmissionPolicyBinding",
 ];
+
+/// The API group of the documents read here.
+pub const GROUP: &str = "admissionregistration.k8s.io";
+
+/// Recognises an `admissionregistration.k8s.io` document. Any other kind or version in the
+/// group is an error, so that a typo cannot silently become a parameter object.
+pub fn recognise(
+    source: &DocumentSource,
+    value: Value,
+) -> Result<AdmissionPolicyDocument, PolicyError> {
+    let api_version = value
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let kind = value
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    if !API_VERSIONS.contains(&api_version.as_str()) {
+        return Err(PolicyError::at(
+            source,
+            "apiVersion",
+            format!(
+                "unsupported apiVersion {api_version}; supported: {}",
+                API_VERSIONS.join(", ")
+            ),
+        ));
+    }
+    let document = match kind.as_str() {
+        "ValidatingAdmissionPolicy" => {
+            AdmissionPolicyDocument::ValidatingPolicy(from_document(source, value)?)
+        }
+        "ValidatingAdmissionPolicyBinding" => {
+            AdmissionPolicyDocument::ValidatingBinding(from_document(source, value)?)
+        }
+        "MutatingAdmissionPolicy" => {
+            AdmissionPolicyDocument::MutatingPolicy(from_document(source, value)?)
+        }
+        "MutatingAdmissionPolicyBinding" => {
+            AdmissionPolicyDocument::MutatingBinding(from_document(source, value)?)
+        }
+        _ => {
+            return Err(PolicyError::at(
+                source,
+                "kind",
+                format!(
+                    "unsupported document {api_version} {kind}; supported kinds in {GROUP}: {}",
+                    KINDS.join(", ")
+                ),
+            ));
+        }
+    };
+    Ok(document)
+}
