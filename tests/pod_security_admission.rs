@@ -19,8 +19,8 @@ use portcullis::engine::pod_security::{
     AUDIT_VIOLATIONS_ANNOTATION, ENFORCE_POLICY_ANNOTATION, ERROR_ANNOTATION, EXEMPT_ANNOTATION,
     PodSecurityAdmission,
 };
-use portcullis::policy::PodSecurityConfiguration;
 use portcullis::engine::{Decision, Labels, NamespaceLookup, NoNamespaces, StaticNamespaces};
+use portcullis::policy::PodSecurityConfiguration;
 use serde_json::{Value, json};
 
 use allocations::allocations_of;

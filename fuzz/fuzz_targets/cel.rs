@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
 use portcullis::admission::AdmissionRequest;
-use portcullis::engine::admission_policy::Expression;
+use portcullis::expressions::Expression;
 use portcullis::expressions::{Activation, cel_to_json};
 use serde_json::{Value, json};
 

@@ -314,7 +314,7 @@ impl Engine {
                         &mut decision,
                     );
                     if &patched != object {
-                        decision.patch = Some(admission_policy::json_patch_diff(object, &patched));
+                        decision.patch = Some(crate::patch::json_patch::diff(object, &patched));
                         decision.patched_object = Some(patched);
                     }
                 } else if editor.is_changed() {

@@ -21,6 +21,7 @@
 mod activation;
 mod check;
 mod convert;
+mod expression;
 pub mod library;
 mod macros;
 mod nesting;
@@ -30,11 +31,12 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use cel::common::ast::SourceInfo;
-use cel::parser::Expression;
+use cel::parser::Expression as ParsedExpression;
 use cel::{Context, Env, ExecutionError};
 
 pub use activation::{Activation, AuthorizationCheck, AuthorizationDecision, Authorizer};
 pub use convert::{cel_to_json, json_to_cel, json_to_val};
+pub use expression::{Expression, type_name};
 
 /// The top-level variables of the admission environment (VAP; MAP adds none).
 pub const ADMISSION_VARIABLES: &[&str] = &[
@@ -152,7 +154,7 @@ impl CelEvalError {
 
 /// A compiled expression: immutable, `Send + Sync`, cheap to evaluate many times.
 pub struct CelProgram {
-    expression: Expression,
+    expression: ParsedExpression,
     env: Arc<Env>,
     limits: CelLimits,
     source: Arc<str>,

@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::native::Policy;
 use super::admission_policy::{self, AdmissionPolicyDocument};
+use super::native::Policy;
 use super::pod_security::PodSecurityConfiguration;
 
 /// Where a document came from.

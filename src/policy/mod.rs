@@ -9,15 +9,15 @@ mod document;
 mod native;
 pub mod pod_security;
 
+pub use admission_policy::AdmissionPolicyDocument;
 pub use document::{
     DocumentSource, PolicyDocument, PolicyError, SourcedDocument, collect_files,
     documents_from_str, from_document, parse_documents, policy_files, read_documents,
     unsupported_document,
 };
-pub use admission_policy::AdmissionPolicyDocument;
-pub use pod_security::PodSecurityConfiguration;
 pub use native::{
     CelDefault, CelValidation, DefaultingSpec, HostRules, ImageRules, LabelSelector,
     LabelSelectorRequirement, MatchSpec, NamespaceFilter, Policy, PolicySpec, ProbeRules,
     ResourceMatch, ResourceRules, SubjectExclusions, ValidationSpec,
 };
+pub use pod_security::PodSecurityConfiguration;

@@ -16,8 +16,8 @@ use tokio::task::JoinHandle;
 
 use crate::admin::Readiness;
 use crate::engine::Engine;
-use crate::policy::PolicyError;
 use crate::metrics::Metrics;
+use crate::policy::PolicyError;
 
 /// How long the files must be quiet after a change before they are read: an editor or
 /// `kubectl cp` writes a file in several steps, and kubelet's `..data` swap is a burst of events

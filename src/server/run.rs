@@ -13,11 +13,11 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::limits::{ConnectionLimit, ConnectionSettings};
+use super::policy_reload::PolicyReloader;
 use super::{AppState, RequestSettings, webhook_router};
 use crate::admin::{AdminState, admin_router};
 use crate::cluster::NamespaceCache;
 use crate::engine::Engine;
-use super::policy_reload::PolicyReloader;
 use crate::tls::{CertificateReloader, TlsError, TlsSettings};
 
 /// Everything `serve` needs to start.

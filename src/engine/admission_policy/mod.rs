@@ -8,8 +8,6 @@
 //! error naming the file, the document and the expression.
 
 pub mod apply_configuration;
-mod expression;
-mod json_patch;
 mod list_keys;
 mod mutating;
 mod params;
@@ -27,12 +25,10 @@ use crate::policy::admission_policy::{
 };
 use crate::policy::{DocumentSource, LabelSelector, PolicyError};
 
-pub use expression::Expression;
-pub use json_patch::diff as json_patch_diff;
-pub use params::ParamStore;
 pub use crate::policy::AdmissionPolicyDocument;
+pub use params::ParamStore;
 
-use crate::expressions::{Activation, CelEvalError};
+use crate::expressions::{Activation, CelEvalError, Expression};
 use resource_match::ResourceMatcher;
 
 // ---------------------------------------------------------------------------------------------
@@ -192,7 +188,7 @@ impl<'a> Scope<'a> {
                 Ok(other) => errors.push(format!(
                     "expression '{}' resulted in error: expected bool, got {}",
                     condition.source(),
-                    expression::type_name(&other)
+                    crate::expressions::type_name(&other)
                 )),
                 Err(error) => errors.push(error),
             }

@@ -5,14 +5,15 @@
 use serde_json::Value as Json;
 
 use super::apply_configuration::merge_apply_configuration;
-use super::json_patch::apply_operation;
+use super::{AdmissionPolicies, BindingCore, PolicyCore, RequestInput, Scope};
+use crate::admission::AdmissionRequest;
+use crate::engine::{Decision, NamespaceLookup, Violation};
+use crate::expressions::Expression;
+use crate::expressions::cel_to_json;
+use crate::patch::json_patch::apply_operation;
 use crate::policy::admission_policy::{
     Document, FailurePolicy, MutatingBindingSpec, MutatingPolicySpec, PatchType, ReinvocationPolicy,
 };
-use super::{AdmissionPolicies, BindingCore, Expression, PolicyCore, RequestInput, Scope};
-use crate::admission::AdmissionRequest;
-use crate::engine::{Decision, NamespaceLookup, Violation};
-use crate::expressions::cel_to_json;
 use crate::policy::{DocumentSource, PolicyError};
 
 enum CompiledMutation {

@@ -3,10 +3,10 @@
 
 use serde_json::Value;
 
-use crate::policy::admission_policy::{ParamKind, ParamRef};
 use crate::admission::AdmissionRequest;
 use crate::engine::matching::SelectorMatcher;
 use crate::policy::DocumentSource;
+use crate::policy::admission_policy::{ParamKind, ParamRef};
 
 /// Kinds of the core group that are namespaced; other kinds are namespaced when one of their
 /// objects in the policy folders names a namespace.

@@ -4,10 +4,10 @@
 
 use serde_json::Value;
 
-use crate::policy::admission_policy::{MatchPolicy, MatchResources, NamedRule};
 use crate::admission::{AdmissionRequest, GroupVersionResource, Operation};
 use crate::engine::matching::SelectorMatcher;
 use crate::engine::{Labels, NamespaceLookup, ResourceRule};
+use crate::policy::admission_policy::{MatchPolicy, MatchResources, NamedRule};
 
 /// A compiled `MatchResources`.
 #[derive(Debug, Clone)]

@@ -6,14 +6,13 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::{AdmissionPolicies, BindingCore, PolicyCore, RequestInput, Scope, annotation_key};
+use crate::admission::AdmissionRequest;
+use crate::engine::{Decision, DenialStatus, NamespaceLookup, Violation};
+use crate::expressions::Expression;
 use crate::policy::admission_policy::{
     Document, FailurePolicy, ValidatingBindingSpec, ValidatingPolicySpec, ValidationAction,
 };
-use super::{
-    AdmissionPolicies, BindingCore, Expression, PolicyCore, RequestInput, Scope, annotation_key,
-};
-use crate::admission::AdmissionRequest;
-use crate::engine::{Decision, DenialStatus, NamespaceLookup, Violation};
 use crate::policy::{DocumentSource, PolicyError};
 
 /// The longest messageExpression result kept (`celconfig.MaxEvaluatedMessageExpressionSizeBytes`).
@@ -326,7 +325,7 @@ pub fn validate(
                                 Ok(other) => format!(
                                     "expression '{}' resulted in error: expected bool, got {}",
                                     validation.expression.source(),
-                                    super::expression::type_name(&other)
+                                    crate::expressions::type_name(&other)
                                 ),
                                 Err(error) => error,
                             };
@@ -370,7 +369,7 @@ pub fn validate(
                             "valueExpression '{}' resulted in unsupported return type: {}. \
                              Return type must be either string or null.",
                             expression.source(),
-                            super::expression::type_name(&other)
+                            crate::expressions::type_name(&other)
                         ),
                         Err(error) => error,
                     };

@@ -6,10 +6,10 @@
 use serde_json::Value;
 
 use crate::admission::AdmissionRequest;
-use crate::engine::admission_policy::Expression;
 use crate::engine::{Labels, NamespaceLookup};
+use crate::expressions::Expression;
 use crate::expressions::{Activation, cel_to_json};
-use crate::patch::{ObjectEditor, PathSegment};
+use crate::patch::{ObjectEditor, PathSegment, pointer};
 
 /// Compiles a native CEL expression: no params and no variables in native policies.
 pub fn compile(source: &str, structs: bool) -> Result<Expression, String> {
@@ -188,13 +188,11 @@ impl CelDefaultRule {
                     serde_json::to_string(&operation).unwrap_or_default()
                 ));
             };
-            let Some(rest) = path.strip_prefix('/') else {
-                return Err(format!("invalid JSON Pointer {path:?}"));
+            // `""` (the whole object) is a valid pointer but never a default's.
+            let tokens = match pointer::tokens(path)? {
+                tokens if tokens.is_empty() => return Err("invalid JSON Pointer \"\"".into()),
+                tokens => tokens,
             };
-            let tokens: Vec<String> = rest
-                .split('/')
-                .map(|t| t.replace("~1", "/").replace("~0", "~"))
-                .collect();
             if metadata_only && tokens.first().map(String::as_str) != Some("metadata") {
                 continue;
             }

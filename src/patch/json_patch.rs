@@ -1,25 +1,10 @@
-//! JSON Patch (RFC 6902) for MutatingAdmissionPolicy: applying the operations a `JSONPatch`
-//! mutation yields, and the one minimal patch `/mutate` answers with for all mutations.
+//! Applying JSON Patch operations (a MutatingAdmissionPolicy's `JSONPatch` mutations) and the
+//! one minimal patch between two objects (what `/mutate` answers for all mutations).
 
 use serde_json::Value;
 
-use crate::patch::{PatchOperation, push_pointer_token};
-
-fn unescape(token: &str) -> String {
-    token.replace("~1", "/").replace("~0", "~")
-}
-
-fn tokens(path: &str) -> Result<Vec<String>, String> {
-    if path.is_empty() {
-        return Ok(Vec::new());
-    }
-    let Some(rest) = path.strip_prefix('/') else {
-        return Err(format!(
-            "invalid JSON Pointer {path:?}: must start with '/'"
-        ));
-    };
-    Ok(rest.split('/').map(unescape).collect())
-}
+use super::PatchOperation;
+use super::pointer::{push_pointer_token, tokens};
 
 fn parent_mut<'v>(doc: &'v mut Value, tokens: &[String]) -> Result<&'v mut Value, String> {
     let mut node = doc;

@@ -1,15 +1,22 @@
-//! Building minimal JSON Patches (RFC 6902) for defaulting rules.
+//! JSON Patch (RFC 6902) and JSON Pointer (RFC 6901): building minimal patches for defaulting
+//! rules ([`ObjectEditor`]), applying and diffing patches for MutatingAdmissionPolicy
+//! ([`json_patch`]), and the one pointer syntax both use ([`pointer`]).
 //!
 //! An [`ObjectEditor`] keeps the original object untouched, copies it on the first change, and
 //! records one `add`/`replace` operation per change. A value set under a parent that does not
 //! exist adds the parent with the value inside it (the apiserver refuses an `add` whose parent
 //! is missing). Keys are escaped as RFC 6901 requires (`~` → `~0`, `/` → `~1`).
 
+pub mod json_patch;
+pub mod pointer;
+
 use std::borrow::Cow;
-use std::fmt::Write as _;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
+
+use pointer::pointer;
+pub use pointer::push_pointer_token;
 
 /// One step of a path into a JSON document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,31 +36,6 @@ pub struct PatchOperation {
     pub path: String,
     /// The value written.
     pub value: Value,
-}
-
-/// Appends one escaped JSON Pointer reference token.
-pub fn push_pointer_token(pointer: &mut String, token: &str) {
-    pointer.push('/');
-    for c in token.chars() {
-        match c {
-            '~' => pointer.push_str("~0"),
-            '/' => pointer.push_str("~1"),
-            c => pointer.push(c),
-        }
-    }
-}
-
-fn pointer(path: &[PathSegment<'_>]) -> String {
-    let mut out = String::new();
-    for segment in path {
-        match segment {
-            PathSegment::Key(key) => push_pointer_token(&mut out, key),
-            PathSegment::Index(index) => {
-                let _ = write!(out, "/{index}");
-            }
-        }
-    }
-    out
 }
 
 /// Edits a copy of an object and records the JSON Patch that produces the copy.
@@ -166,10 +148,10 @@ mod tests {
     use serde_json::json;
 
     fn apply(original: &Value, ops: &[PatchOperation]) -> Value {
-        let patch: json_patch::Patch =
+        let patch: ::json_patch::Patch =
             serde_json::from_value(serde_json::to_value(ops).unwrap()).unwrap();
         let mut doc = original.clone();
-        json_patch::patch(&mut doc, &patch).unwrap();
+        ::json_patch::patch(&mut doc, &patch).unwrap();
         doc
     }
 

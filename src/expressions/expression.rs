@@ -1,5 +1,5 @@
-//! The CEL expressions of admission policies, on the shared Kubernetes environment
-//! ([`crate::expressions`]): compiled at load (parse errors, undeclared variables and
+//! One CEL expression of a policy (admission policies and native `cel` rules alike), on the
+//! shared Kubernetes environment: compiled at load (parse errors, undeclared variables and
 //! functions), evaluated per request against an [`Activation`].
 //!
 //! Besides the environment's checks, this file finds what an expression reads of
@@ -12,7 +12,7 @@ use std::sync::LazyLock;
 use cel::Env;
 use cel::common::ast::{EntryExpr, Expr, IdedExpr};
 
-use crate::expressions::{Activation, CelEnvironment, CelProgram};
+use super::{Activation, CelEnvironment, CelProgram};
 
 static ENVIRONMENT: LazyLock<CelEnvironment> = LazyLock::new(CelEnvironment::kubernetes);
 /// Only parses, to read references; the environment above compiles and checks.
@@ -156,6 +156,29 @@ impl Expression {
         self.program
             .evaluate(activation)
             .map_err(|error| error.to_string())
+    }
+
+    /// Evaluates the expression; the error is worded as the apiserver words it:
+    /// `expression '<source>' resulted in error: <error>`.
+    pub fn evaluate_worded(&self, activation: &Activation<'_>) -> Result<cel::Value, String> {
+        self.evaluate(activation)
+            .map_err(|error| self.resulted_in_error(&error))
+    }
+
+    /// Evaluates an expression that must give a bool (a validation, a match condition); any
+    /// other type is an error: `expression '<source>' resulted in error: expected bool, got
+    /// <type>`.
+    pub fn evaluate_bool(&self, activation: &Activation<'_>) -> Result<bool, String> {
+        match self.evaluate_worded(activation)? {
+            cel::Value::Bool(value) => Ok(value),
+            other => {
+                Err(self.resulted_in_error(&format!("expected bool, got {}", type_name(&other))))
+            }
+        }
+    }
+
+    fn resulted_in_error(&self, error: &str) -> String {
+        format!("expression '{}' resulted in error: {error}", self.source())
     }
 }
 
