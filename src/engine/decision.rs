@@ -88,17 +88,18 @@ fn warning_text(violation: &Violation) -> String {
     short
 }
 
-/// An audit annotation key from a policy name: the apiserver prefixes it with the webhook
-/// name and requires a qualified-name-like key.
-fn audit_key(policy: &str) -> String {
-    let key: String = policy
+/// An audit annotation key as a webhook must return it. The apiserver records each key of a
+/// webhook's answer as `<webhook name>/<key>` and drops any that is not then a qualified name,
+/// so a key must be a qualified name's name part: at most 63 letters, digits, `-`, `_` and
+/// `.`, starting and ending with a letter or digit. A `/` (an in-tree key's prefix) becomes
+/// `.`, any other character `-`.
+pub fn audit_annotation_key(key: &str) -> String {
+    let key: String = key
         .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
+        .map(|c| match c {
+            c if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') => c,
+            '/' => '.',
+            _ => '-',
         })
         .take(63)
         .collect();
@@ -116,7 +117,7 @@ impl Decision {
                 Action::Audit => {
                     let entry = self
                         .audit_annotations
-                        .entry(audit_key(&violation.policy))
+                        .entry(audit_annotation_key(&violation.policy))
                         .or_default();
                     if !entry.is_empty() {
                         entry.push_str("; ");
@@ -196,7 +197,7 @@ mod tests {
         assert_eq!(decision.warnings[0].chars().count(), 256);
         assert!(decision.warnings[0].ends_with('…'));
         assert_eq!(
-            decision.audit_annotations["team-policy"],
+            decision.audit_annotations["Team-Policy"],
             "[r] spec: a; [r] spec: b"
         );
         decision.record(Action::Deny, [violation("p", "no")].into_iter());

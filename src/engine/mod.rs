@@ -5,6 +5,7 @@
 //! an [`ObjectEditor`](crate::patch::ObjectEditor), which records the JSON Patch.
 
 pub mod admission_policy;
+mod cel_input;
 mod compile;
 mod decision;
 pub mod matching;
@@ -22,7 +23,7 @@ use crate::admission::AdmissionRequest;
 use crate::patch::ObjectEditor;
 
 pub use crate::vocabulary::Action;
-pub use decision::{Decision, DenialStatus, Violation};
+pub use decision::{Decision, DenialStatus, Violation, audit_annotation_key};
 pub use namespaces::{Labels, NamespaceLookup, NoNamespaces, StaticNamespaces};
 pub use native::CompiledPolicy;
 pub use pod_specs::{CONTAINER_LISTS, PodSpecLocation, pod_spec, pod_spec_location};

@@ -11,6 +11,14 @@ pub type Labels = BTreeMap<String, String>;
 pub trait NamespaceLookup: Send + Sync {
     /// The labels of namespace `name`, or `None` when it is not known.
     fn labels(&self, name: &str) -> Option<Labels>;
+
+    /// The labels of namespace `name`; an unknown namespace has only the label every
+    /// namespace has, `kubernetes.io/metadata.name`.
+    fn labels_or_default(&self, name: &str) -> Labels {
+        self.labels(name).unwrap_or_else(|| {
+            Labels::from([("kubernetes.io/metadata.name".to_owned(), name.to_owned())])
+        })
+    }
 }
 
 /// No namespace is known.

@@ -1,9 +1,10 @@
 //! A compiled native `Policy`: its matcher, validation rules and defaulting rules.
 
+use super::cel_input::CelInput;
 use super::matching::{MatchedView, Matcher};
-use super::rules::cel::{self, CelCheck, CelDefaultRule, CelInput};
+use super::rules::cel::{self, CelCheck, CelDefaultRule};
 use super::rules::{
-    CompiledDefault, CompiledValidation, ContainerResourceRule, Finding, HostRule, ImageRule,
+    CompiledDefault, ContainerResourceRule, FamilyValidation, Finding, HostRule, ImageRule,
     ProbeRule, RequiredMetadataRule, View, attribute, parse_field_path,
 };
 use super::{Action, Decision, Endpoint, NamespaceLookup, ResourceRule};
@@ -12,7 +13,7 @@ use crate::patch::ObjectEditor;
 use crate::policy::{DocumentSource, Policy, PolicyError};
 
 enum NativeValidation {
-    Family(CompiledValidation),
+    Family(FamilyValidation),
     Cel(Box<CelCheck>),
 }
 
@@ -77,26 +78,26 @@ impl CompiledPolicy {
                 });
                 continue;
             } else if let Some(labels) = &rule.required_labels {
-                CompiledValidation::Metadata(
+                FamilyValidation::Metadata(
                     RequiredMetadataRule::new("labels", labels)
                         .map_err(|(key, e)| field(&format!("requiredLabels.{key}"), e))?,
                 )
             } else if let Some(annotations) = &rule.required_annotations {
-                CompiledValidation::Metadata(
+                FamilyValidation::Metadata(
                     RequiredMetadataRule::new("annotations", annotations)
                         .map_err(|(key, e)| field(&format!("requiredAnnotations.{key}"), e))?,
                 )
             } else if let Some(images) = &rule.images {
-                CompiledValidation::Images(ImageRule::new(images))
+                FamilyValidation::Images(ImageRule::new(images))
             } else if let Some(resources) = &rule.resources {
-                CompiledValidation::Resources(
+                FamilyValidation::Resources(
                     ContainerResourceRule::new(resources)
                         .map_err(|(key, e)| field(&format!("resources.{key}"), e))?,
                 )
             } else if let Some(probes) = &rule.probes {
-                CompiledValidation::Probes(ProbeRule::new(&probes.require))
+                FamilyValidation::Probes(ProbeRule::new(&probes.require))
             } else if let Some(host) = &rule.host {
-                CompiledValidation::Host(HostRule::new(host))
+                FamilyValidation::Host(HostRule::new(host))
             } else {
                 return Err(field("", "no rule family".into()));
             };
@@ -194,9 +195,7 @@ impl CompiledPolicy {
                 NativeValidation::Family(family) => family.check(&view, &mut findings),
                 NativeValidation::Cel(check) => {
                     let input = cel_input.get_or_insert_with(|| CelInput::new(request, namespaces));
-                    if let Some(message) =
-                        check.check(input, request, object, rule.message.as_deref())
-                    {
+                    if let Some(message) = check.check(input, object, rule.message.as_deref()) {
                         findings.push((String::new(), message));
                     }
                     // The message is already final.
@@ -255,7 +254,7 @@ impl CompiledPolicy {
                 }
                 NativeDefault::Cel(rule) => {
                     let input = cel_input.get_or_insert_with(|| CelInput::new(request, namespaces));
-                    if let Err(error) = rule.apply(input, request, editor, pod_update) {
+                    if let Err(error) = rule.apply(input, editor, pod_update) {
                         // Defaults never deny; a failing one is skipped and logged.
                         tracing::warn!(policy = %self.name, %error, "CEL default failed");
                     }

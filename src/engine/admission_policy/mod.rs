@@ -28,6 +28,7 @@ use crate::policy::{DocumentSource, LabelSelector, PolicyError};
 pub use crate::policy::AdmissionPolicyDocument;
 pub use params::ParamStore;
 
+use super::cel_input::CelInput;
 use crate::expressions::{Activation, CelEvalError, Expression};
 use resource_match::ResourceMatcher;
 
@@ -137,20 +138,12 @@ struct Scope<'a> {
 
 impl<'a> Scope<'a> {
     fn new(
-        input: &'a RequestInput<'a>,
+        input: &'a CelInput<'a>,
         object: Option<&'a Json>,
         params: Option<&'a Json>,
         variables: &'a Variables,
     ) -> Self {
-        let mut activation = Activation::new()
-            .request(&input.request)
-            .namespace_object(&input.namespace_object);
-        if let Some(object) = object {
-            activation = activation.object(object);
-        }
-        if let Some(old_object) = input.old_object {
-            activation = activation.old_object(old_object);
-        }
+        let mut activation = input.activation(object);
         if let Some(params) = params {
             activation = activation.params(params);
         }
@@ -170,26 +163,16 @@ impl<'a> Scope<'a> {
 
     /// Evaluates `expression`; an error is worded as the apiserver words it.
     fn evaluate(&self, expression: &Expression) -> Result<cel::Value, String> {
-        expression.evaluate(&self.activation).map_err(|e| {
-            format!(
-                "expression '{}' resulted in error: {e}",
-                expression.source()
-            )
-        })
+        expression.evaluate_worded(&self.activation)
     }
 
     /// `matchConditions`: `Ok(false)` as soon as one is false; errors only when none is.
     fn match_conditions(&self, conditions: &[(String, Expression)]) -> Result<bool, String> {
         let mut errors = Vec::new();
         for (_, condition) in conditions {
-            match self.evaluate(condition) {
-                Ok(cel::Value::Bool(true)) => {}
-                Ok(cel::Value::Bool(false)) => return Ok(false),
-                Ok(other) => errors.push(format!(
-                    "expression '{}' resulted in error: expected bool, got {}",
-                    condition.source(),
-                    crate::expressions::type_name(&other)
-                )),
+            match condition.evaluate_bool(&self.activation) {
+                Ok(true) => {}
+                Ok(false) => return Ok(false),
                 Err(error) => errors.push(error),
             }
         }
@@ -423,38 +406,74 @@ impl BindingCore {
     }
 }
 
-/// The request as CEL sees it, built once per request when a policy matches.
-struct RequestInput<'r> {
-    request: Json,
-    namespace_object: Json,
-    old_object: Option<&'r Json>,
+/// A binding as both policy kinds keep it.
+trait Bound {
+    fn binding(&self) -> &BindingCore;
 }
 
-impl<'r> RequestInput<'r> {
-    fn new(request: &'r AdmissionRequest, namespaces: &dyn NamespaceLookup) -> Self {
-        let value = request.attributes_json();
-        // A Namespace's own request has its name as namespace; the apiserver unsets it.
-        let is_namespace = request.kind.group.is_empty() && request.kind.kind == "Namespace";
-        let namespace = request
-            .namespace
-            .as_deref()
-            .filter(|n| !n.is_empty() && !is_namespace);
-        let namespace_object = match namespace {
-            None => Json::Null,
-            Some(name) => {
-                let labels = resource_match::namespace_labels(name, namespaces);
-                serde_json::json!({
-                    "apiVersion": "v1",
-                    "kind": "Namespace",
-                    "metadata": {"name": name, "labels": labels},
-                })
-            }
-        };
-        RequestInput {
-            request: value,
-            namespace_object,
-            old_object: request.old_object.as_ref(),
+impl Bound for BindingCore {
+    fn binding(&self) -> &BindingCore {
+        self
+    }
+}
+
+/// One evaluation of a policy: a matching binding with one of its parameter objects.
+struct Evaluation<'a, 'r> {
+    input: &'a CelInput<'r>,
+    param: Option<&'a Json>,
+    variables: &'a Variables,
+}
+
+impl<'a> Evaluation<'a, '_> {
+    /// The scope of expressions on `object` (the object as sent, or as mutated so far).
+    fn scope<'s>(&'s self, object: Option<&'s Json>) -> Scope<'s>
+    where
+        'a: 's,
+    {
+        Scope::new(self.input, object, self.param, self.variables)
+    }
+}
+
+impl PolicyCore {
+    /// The binding dispatch both policy kinds share. When the policy's matchConstraints match
+    /// `request`, each binding whose matchResources match is visited once per parameter object
+    /// its paramRef finds, or once with the error when they cannot be found. Returns whether
+    /// the policy matched. The CEL input is built on the first visit and kept for the request.
+    fn dispatch<'a, 'r, B: Bound>(
+        &'a self,
+        bindings: &'a [B],
+        params: &'a ParamStore,
+        request: &'r AdmissionRequest,
+        namespaces: &dyn NamespaceLookup,
+        input: &'a mut Option<CelInput<'r>>,
+        mut visit: impl FnMut(&'a B, Result<Evaluation<'_, 'r>, String>),
+    ) -> bool {
+        if bindings.is_empty() || !self.constraints.matches(request, namespaces) {
+            return false;
         }
+        for bound in bindings {
+            let binding = bound.binding();
+            if !binding.matches(request, namespaces) {
+                continue;
+            }
+            let found = match binding.params(self, params, request) {
+                Ok(found) => found,
+                Err(error) => {
+                    visit(bound, Err(format!("failed to configure binding: {error}")));
+                    continue;
+                }
+            };
+            let input = &*input.get_or_insert_with(|| CelInput::new(request, namespaces));
+            for param in found {
+                let evaluation = Evaluation {
+                    input,
+                    param,
+                    variables: &self.variables,
+                };
+                visit(bound, Ok(evaluation));
+            }
+        }
+        true
     }
 }
 
@@ -625,23 +644,4 @@ fn unknown_policy(source: &DocumentSource, kind: &str, name: &str) -> PolicyErro
         "spec.policyName",
         format!("no {kind} named {name:?} is defined in the policy folders"),
     )
-}
-
-/// An audit annotation key for the webhook response: the apiserver prefixes our keys with
-/// `<webhook name>/`, so a key must be a qualified name without `/` (at most 63 characters of
-/// letters, digits, `-`, `_`, `.`). `/` becomes `.`.
-pub fn annotation_key(key: &str) -> String {
-    let key: String = key
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '.'
-            }
-        })
-        .take(63)
-        .collect();
-    key.trim_matches(|c: char| !c.is_ascii_alphanumeric())
-        .to_owned()
 }

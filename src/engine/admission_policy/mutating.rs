@@ -5,8 +5,9 @@
 use serde_json::Value as Json;
 
 use super::apply_configuration::merge_apply_configuration;
-use super::{AdmissionPolicies, BindingCore, PolicyCore, RequestInput, Scope};
+use super::{AdmissionPolicies, BindingCore, PolicyCore};
 use crate::admission::AdmissionRequest;
+use crate::engine::cel_input::CelInput;
 use crate::engine::{Decision, NamespaceLookup, Violation};
 use crate::expressions::Expression;
 use crate::expressions::cel_to_json;
@@ -19,6 +20,40 @@ use crate::policy::{DocumentSource, PolicyError};
 enum CompiledMutation {
     JsonPatch(Expression),
     ApplyConfiguration(Expression),
+}
+
+impl CompiledMutation {
+    fn expression(&self) -> &Expression {
+        match self {
+            CompiledMutation::JsonPatch(e) | CompiledMutation::ApplyConfiguration(e) => e,
+        }
+    }
+
+    /// The object with the mutation's result (`value`) applied; `object` is unchanged.
+    fn apply(
+        &self,
+        value: &cel::Value,
+        object: &Json,
+        request: &AdmissionRequest,
+    ) -> Result<Json, String> {
+        match self {
+            CompiledMutation::JsonPatch(expression) => {
+                let mut patched = object.clone();
+                json_patch(expression, value, &mut patched)?;
+                Ok(patched)
+            }
+            CompiledMutation::ApplyConfiguration(expression) => {
+                let Ok(partial @ Json::Object(_)) = cel_to_json(value) else {
+                    return Err(format!(
+                        "ApplyConfiguration expression '{}' must return an Object",
+                        expression.source()
+                    ));
+                };
+                merge_apply_configuration(object, &partial, &request.kind)
+                    .map_err(|e| format!("error applying patch: {e}"))
+            }
+        }
+    }
 }
 
 /// A compiled MutatingAdmissionPolicy with its bindings.
@@ -172,79 +207,51 @@ fn run_policy<'r>(
     set: &AdmissionPolicies,
     request: &'r AdmissionRequest,
     namespaces: &dyn NamespaceLookup,
-    input: &mut Option<RequestInput<'r>>,
+    input: &mut Option<CelInput<'r>>,
     object: &mut Json,
     decision: &mut Decision,
 ) -> Option<bool> {
-    if policy.bindings.is_empty() || !policy.core.constraints.matches(request, namespaces) {
-        return None;
-    }
     let name = &policy.core.name;
     let fail = policy.core.failure_policy == FailurePolicy::Fail;
     let mut changed = false;
-    for binding in &policy.bindings {
-        if !binding.matches(request, namespaces) {
-            continue;
-        }
-        let deny = |decision: &mut Decision, message: String| {
-            if fail {
-                decision.violations.push(Violation {
-                    policy: name.clone(),
-                    rule: binding.name.clone(),
-                    path: String::new(),
-                    message: format!(
-                        "policy '{name}' with binding '{}' denied request: {message}",
-                        binding.name
-                    ),
-                });
-            }
-        };
-        let params = match binding.params(&policy.core, &set.params, request) {
-            Ok(params) => params,
-            Err(error) => {
-                deny(decision, format!("failed to configure binding: {error}"));
-                continue;
-            }
-        };
-        let input = input.get_or_insert_with(|| RequestInput::new(request, namespaces));
-        for param in params {
-            let conditions = Scope::new(input, Some(&*object), param, &policy.core.variables)
-                .match_conditions(&policy.core.match_conditions);
-            match conditions {
-                Ok(true) => {}
-                Ok(false) => continue,
-                Err(error) => {
-                    deny(decision, error);
-                    continue;
+    let matched = policy.core.dispatch(
+        &policy.bindings,
+        &set.params,
+        request,
+        namespaces,
+        input,
+        |binding, evaluation| {
+            let mut deny = |message: String| {
+                if fail {
+                    decision.violations.push(Violation {
+                        policy: name.clone(),
+                        rule: binding.name.clone(),
+                        path: String::new(),
+                        message: format!(
+                            "policy '{name}' with binding '{}' denied request: {message}",
+                            binding.name
+                        ),
+                    });
                 }
+            };
+            let evaluation = match evaluation {
+                Ok(evaluation) => evaluation,
+                Err(error) => return deny(error),
+            };
+            match evaluation
+                .scope(Some(&*object))
+                .match_conditions(&policy.core.match_conditions)
+            {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(error) => return deny(error),
             }
             for mutation in &policy.mutations {
                 // Each mutation sees the object as the previous ones left it.
-                let (expression, apply) = match mutation {
-                    CompiledMutation::JsonPatch(e) => (e, false),
-                    CompiledMutation::ApplyConfiguration(e) => (e, true),
-                };
-                let value = Scope::new(input, Some(&*object), param, &policy.core.variables)
-                    .evaluate(expression);
-                let result = value.and_then(|value| {
-                    let mut patched = object.clone();
-                    if apply {
-                        let partial = match cel_to_json(&value) {
-                            Ok(partial @ Json::Object(_)) => partial,
-                            _ => {
-                                return Err(format!(
-                                    "ApplyConfiguration expression '{}' must return an Object",
-                                    expression.source()
-                                ));
-                            }
-                        };
-                        patched = merge_apply_configuration(&patched, &partial, &request.kind)
-                            .map_err(|e| format!("error applying patch: {e}"))?;
-                    } else {
-                        json_patch(expression, &value, &mut patched)?;
-                    }
-                    Ok(patched)
-                });
+                let result = evaluation
+                    .scope(Some(&*object))
+                    .evaluate(mutation.expression())
+                    .and_then(|value| mutation.apply(&value, object, request));
                 match result {
                     Ok(patched) => {
                         if patched != *object {
@@ -252,12 +259,12 @@ fn run_policy<'r>(
                             changed = true;
                         }
                     }
-                    Err(error) => deny(decision, error),
+                    Err(error) => deny(error),
                 }
             }
-        }
-    }
-    Some(changed)
+        },
+    );
+    matched.then_some(changed)
 }
 
 /// Runs every bound MutatingAdmissionPolicy, in document order, on `object`. A policy with

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::admission::{AdmissionRequest, GroupVersionResource, Operation};
 use crate::engine::matching::SelectorMatcher;
-use crate::engine::{Labels, NamespaceLookup, ResourceRule};
+use crate::engine::{NamespaceLookup, ResourceRule};
 use crate::policy::admission_policy::{MatchPolicy, MatchResources, NamedRule};
 
 /// A compiled `MatchResources`.
@@ -116,7 +116,7 @@ impl ResourceMatcher {
                 }
             }
             Some(namespace) => {
-                let labels = namespace_labels(namespace, namespaces);
+                let labels = namespaces.labels_or_default(namespace);
                 selector.matches(&|key| labels.get(key).cloned())
             }
         }
@@ -177,14 +177,4 @@ impl ResourceMatcher {
             })
             .collect()
     }
-}
-
-/// The labels of a namespace; an unknown one has only the label the apiserver sets on all.
-pub fn namespace_labels(namespace: &str, namespaces: &dyn NamespaceLookup) -> Labels {
-    namespaces.labels(namespace).unwrap_or_else(|| {
-        Labels::from([(
-            "kubernetes.io/metadata.name".to_owned(),
-            namespace.to_owned(),
-        )])
-    })
 }

@@ -6,8 +6,10 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{AdmissionPolicies, BindingCore, PolicyCore, RequestInput, Scope, annotation_key};
+use super::{AdmissionPolicies, BindingCore, Bound, PolicyCore};
 use crate::admission::AdmissionRequest;
+use crate::engine::audit_annotation_key;
+use crate::engine::cel_input::failure_message;
 use crate::engine::{Decision, DenialStatus, NamespaceLookup, Violation};
 use crate::expressions::Expression;
 use crate::policy::admission_policy::{
@@ -15,14 +17,12 @@ use crate::policy::admission_policy::{
 };
 use crate::policy::{DocumentSource, PolicyError};
 
-/// The longest messageExpression result kept (`celconfig.MaxEvaluatedMessageExpressionSizeBytes`).
-const MAX_MESSAGE_BYTES: usize = 5 * 1024;
 /// The longest audit annotation value published.
 const MAX_AUDIT_VALUE_BYTES: usize = 10 * 1024;
 /// The audit annotation of failures under the `Audit` action.
 pub const VALIDATION_FAILURE_KEY: &str = "validation.policy.admission.k8s.io/validation_failure";
 
-struct CompiledValidation {
+struct PolicyValidation {
     expression: Expression,
     message: Option<String>,
     message_expression: Option<Expression>,
@@ -34,10 +34,16 @@ pub(super) struct Binding {
     actions: Vec<ValidationAction>,
 }
 
+impl Bound for Binding {
+    fn binding(&self) -> &BindingCore {
+        &self.core
+    }
+}
+
 /// A compiled ValidatingAdmissionPolicy with its bindings.
 pub struct ValidatingPolicy {
     pub(super) core: PolicyCore,
-    validations: Vec<CompiledValidation>,
+    validations: Vec<PolicyValidation>,
     audit_annotations: Vec<(String, Expression)>,
     pub(super) bindings: Vec<Binding>,
 }
@@ -102,7 +108,7 @@ impl ValidatingPolicy {
                     ),
                 ));
             }
-            validations.push(CompiledValidation {
+            validations.push(PolicyValidation {
                 expression,
                 message: validation.message.clone(),
                 message_expression,
@@ -228,30 +234,6 @@ fn truncate(text: &str, limit: usize) -> &str {
     &text[..end]
 }
 
-fn message_for(validation: &CompiledValidation, scope: &Scope<'_>) -> String {
-    let mut message = String::new();
-    if let Some(expression) = &validation.message_expression
-        && let Ok(cel::Value::String(text)) = scope.evaluate(expression)
-    {
-        let text = text.trim();
-        if text.len() <= MAX_MESSAGE_BYTES && !text.contains('\n') {
-            message = text.to_owned();
-        }
-    }
-    if message.is_empty()
-        && let Some(text) = &validation.message
-    {
-        message = text.trim().to_owned();
-    }
-    if message.is_empty() {
-        message = format!(
-            "failed expression: {}",
-            validation.expression.source().trim()
-        );
-    }
-    message
-}
-
 /// Runs every bound ValidatingAdmissionPolicy on `request`.
 pub fn validate(
     set: &AdmissionPolicies,
@@ -259,97 +241,65 @@ pub fn validate(
     namespaces: &dyn NamespaceLookup,
     decision: &mut Decision,
 ) {
-    let mut input: Option<RequestInput> = None;
+    let mut input = None;
     for policy in &set.validating {
-        if policy.bindings.is_empty() || !policy.core.constraints.matches(request, namespaces) {
-            continue;
-        }
         let name = &policy.core.name;
         let fail = policy.core.failure_policy == FailurePolicy::Fail;
         // Audit annotation values per key, for this policy, across its bindings.
         let mut annotations: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-        for binding in &policy.bindings {
-            if !binding.core.matches(request, namespaces) {
-                continue;
-            }
-            let deny_binding = |decision: &mut Decision, message: String, reason: Option<&str>| {
-                if decision.violations.is_empty() {
-                    decision.denial_status = Some(DenialStatus::for_policy_reason(reason));
-                }
-                decision.violations.push(Violation {
-                    policy: name.clone(),
-                    rule: binding.core.name.clone(),
-                    path: String::new(),
-                    message: format!(
-                        "ValidatingAdmissionPolicy '{name}' with binding '{}' denied request: {message}",
-                        binding.core.name
-                    ),
-                });
-            };
-            let params = match binding.core.params(&policy.core, &set.params, request) {
-                Ok(params) => params,
-                Err(error) => {
-                    if fail {
-                        deny_binding(
-                            decision,
-                            format!("failed to configure binding: {error}"),
-                            None,
-                        );
+        let object = request.object.as_ref();
+        policy.core.dispatch(
+            &policy.bindings,
+            &set.params,
+            request,
+            namespaces,
+            &mut input,
+            |binding, evaluation| {
+                let evaluation = match evaluation {
+                    Ok(evaluation) => evaluation,
+                    Err(error) => {
+                        if fail {
+                            deny(policy, binding, error, None, decision);
+                        }
+                        return;
                     }
-                    continue;
-                }
-            };
-            let input = input.get_or_insert_with(|| RequestInput::new(request, namespaces));
-            for param in params {
-                let scope = Scope::new(
-                    input,
-                    request.object.as_ref(),
-                    param,
-                    &policy.core.variables,
-                );
+                };
+                let scope = evaluation.scope(object);
                 let mut failures = Vec::new();
                 match scope.match_conditions(&policy.core.match_conditions) {
-                    Ok(false) => continue,
+                    Ok(false) => return,
                     Ok(true) => {
                         for (index, validation) in policy.validations.iter().enumerate() {
-                            let error = match scope.evaluate(&validation.expression) {
-                                Ok(cel::Value::Bool(true)) => continue,
-                                Ok(cel::Value::Bool(false)) => {
-                                    failures.push(Failure {
-                                        message: message_for(validation, &scope),
-                                        reason: validation.reason.clone(),
-                                        index,
-                                    });
-                                    continue;
-                                }
-                                Ok(other) => format!(
-                                    "expression '{}' resulted in error: expected bool, got {}",
-                                    validation.expression.source(),
-                                    crate::expressions::type_name(&other)
-                                ),
-                                Err(error) => error,
-                            };
-                            if fail {
-                                failures.push(Failure {
+                            match validation.expression.evaluate_bool(&scope.activation) {
+                                Ok(true) => {}
+                                Ok(false) => failures.push(Failure {
+                                    message: failure_message(
+                                        &validation.expression,
+                                        validation.message_expression.as_ref(),
+                                        validation.message.as_deref(),
+                                        &scope.activation,
+                                    ),
+                                    reason: validation.reason.clone(),
+                                    index,
+                                }),
+                                Err(error) if fail => failures.push(Failure {
                                     message: error,
                                     reason: None,
                                     index,
-                                });
+                                }),
+                                Err(_) => {}
                             }
                         }
                     }
-                    Err(error) => {
-                        if fail {
-                            failures.push(Failure {
-                                message: error,
-                                reason: None,
-                                index: 0,
-                            });
-                        }
-                    }
+                    Err(error) if fail => failures.push(Failure {
+                        message: error,
+                        reason: None,
+                        index: 0,
+                    }),
+                    Err(_) => {}
                 }
                 for failure in failures {
-                    route(policy, binding, failure, decision, &deny_binding);
+                    route(policy, binding, failure, decision);
                 }
                 for (key, expression) in &policy.audit_annotations {
                     let error = match scope.evaluate(expression) {
@@ -374,31 +324,55 @@ pub fn validate(
                         Err(error) => error,
                     };
                     if fail {
-                        deny_binding(decision, error, None);
+                        deny(policy, binding, error, None, decision);
                     }
                 }
-            }
-        }
+            },
+        );
         for (key, values) in annotations {
-            decision
-                .audit_annotations
-                .insert(annotation_key(&format!("{name}/{key}")), values.join(", "));
+            decision.audit_annotations.insert(
+                audit_annotation_key(&format!("{name}/{key}")),
+                values.join(", "),
+            );
         }
     }
 }
 
-fn route(
+/// Refuses the request for `binding`: the first denial sets the answer's status.
+fn deny(
     policy: &ValidatingPolicy,
     binding: &Binding,
-    failure: Failure,
+    message: String,
+    reason: Option<&str>,
     decision: &mut Decision,
-    deny: &dyn Fn(&mut Decision, String, Option<&str>),
 ) {
+    if decision.violations.is_empty() {
+        decision.denial_status = Some(DenialStatus::for_policy_reason(reason));
+    }
+    let name = &policy.core.name;
+    let binding = &binding.core.name;
+    decision.violations.push(Violation {
+        policy: name.clone(),
+        rule: binding.clone(),
+        path: String::new(),
+        message: format!(
+            "ValidatingAdmissionPolicy '{name}' with binding '{binding}' denied request: {message}"
+        ),
+    });
+}
+
+fn route(policy: &ValidatingPolicy, binding: &Binding, failure: Failure, decision: &mut Decision) {
     let name = &policy.core.name;
     for action in &binding.actions {
         match action {
             ValidationAction::Deny => {
-                deny(decision, failure.message.clone(), failure.reason.as_deref());
+                deny(
+                    policy,
+                    binding,
+                    failure.message.clone(),
+                    failure.reason.as_deref(),
+                    decision,
+                );
             }
             ValidationAction::Warn => decision.warnings.push(format!(
                 "Validation failed for ValidatingAdmissionPolicy '{name}' with binding '{}': {}",
@@ -412,7 +386,7 @@ fn route(
                     expression_index: failure.index,
                     validation_actions: &binding.actions,
                 };
-                let key = annotation_key(VALIDATION_FAILURE_KEY);
+                let key = audit_annotation_key(VALIDATION_FAILURE_KEY);
                 // Serialized from the struct, so the fields keep the apiserver's order.
                 let item = serde_json::to_string(&value).unwrap_or_default();
                 // The apiserver keeps one failure per request; we keep every one, in the list.

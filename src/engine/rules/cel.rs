@@ -5,10 +5,8 @@
 
 use serde_json::Value;
 
-use crate::admission::AdmissionRequest;
-use crate::engine::{Labels, NamespaceLookup};
-use crate::expressions::Expression;
-use crate::expressions::{Activation, cel_to_json};
+use crate::engine::cel_input::{CelInput, failure_message};
+use crate::expressions::{Expression, cel_to_json};
 use crate::patch::{ObjectEditor, PathSegment, pointer};
 
 /// Compiles a native CEL expression: no params and no variables in native policies.
@@ -23,48 +21,6 @@ pub fn compile(source: &str, structs: bool) -> Result<Expression, String> {
         }
     }
     Ok(expression)
-}
-
-/// The request's values as the expressions see them.
-pub struct CelInput {
-    request: Value,
-    namespace_object: Value,
-}
-
-impl CelInput {
-    /// Built once per request and policy.
-    pub fn new(request: &AdmissionRequest, namespaces: &dyn NamespaceLookup) -> Self {
-        let value = request.attributes_json();
-        let namespace_object = match request.namespace.as_deref().filter(|n| !n.is_empty()) {
-            None => Value::Null,
-            Some(name) => {
-                let labels = namespaces.labels(name).unwrap_or_else(|| {
-                    Labels::from([("kubernetes.io/metadata.name".to_owned(), name.to_owned())])
-                });
-                serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
-                    "metadata": {"name": name, "labels": labels}})
-            }
-        };
-        CelInput {
-            request: value,
-            namespace_object,
-        }
-    }
-
-    fn activation<'a>(
-        &'a self,
-        request: &'a AdmissionRequest,
-        object: &'a Value,
-    ) -> Activation<'a> {
-        let mut activation = Activation::new()
-            .object(object)
-            .request(&self.request)
-            .namespace_object(&self.namespace_object);
-        if let Some(old) = &request.old_object {
-            activation = activation.old_object(old);
-        }
-        activation
-    }
 }
 
 /// A compiled `cel` validation.
@@ -82,45 +38,25 @@ impl CelCheck {
         }
     }
 
-    /// `None` when the expression is true; otherwise the message (the messageExpression's,
-    /// else `message`, else `failed expression: …`). An evaluation error is a failure whose
-    /// message is the error: native policies fail closed.
+    /// `None` when the expression is true; otherwise the message (see [`failure_message`]).
+    /// An evaluation error is a failure whose message is the error: native policies fail
+    /// closed.
     pub fn check(
         &self,
-        input: &CelInput,
-        request: &AdmissionRequest,
+        input: &CelInput<'_>,
         object: &Value,
         message: Option<&str>,
     ) -> Option<String> {
-        let activation = input.activation(request, object);
-        match self.expression.evaluate(&activation) {
-            Ok(cel::Value::Bool(true)) => None,
-            Ok(cel::Value::Bool(false)) => {
-                let computed = self
-                    .message_expression
-                    .as_ref()
-                    .and_then(|e| match e.evaluate(&activation) {
-                        Ok(cel::Value::String(text)) => Some(text.trim().to_owned()),
-                        _ => None,
-                    })
-                    .filter(|text| !text.is_empty() && !text.contains('\n'));
-                Some(
-                    computed
-                        .or_else(|| message.map(str::to_owned))
-                        .unwrap_or_else(|| {
-                            format!("failed expression: {}", self.expression.source().trim())
-                        }),
-                )
-            }
-            Ok(other) => Some(format!(
-                "expression '{}' resulted in error: expected bool, got {}",
-                self.expression.source(),
-                other.type_of()
+        let activation = input.activation(Some(object));
+        match self.expression.evaluate_bool(&activation) {
+            Ok(true) => None,
+            Ok(false) => Some(failure_message(
+                &self.expression,
+                self.message_expression.as_ref(),
+                message,
+                &activation,
             )),
-            Err(error) => Some(format!(
-                "expression '{}' resulted in error: {error}",
-                self.expression.source()
-            )),
+            Err(error) => Some(error),
         }
     }
 }
@@ -158,21 +94,13 @@ impl CelDefaultRule {
     /// with `metadata_only`, only paths under `/metadata`. Returns an error to report.
     pub fn apply(
         &self,
-        input: &CelInput,
-        request: &AdmissionRequest,
+        input: &CelInput<'_>,
         editor: &mut ObjectEditor<'_>,
         metadata_only: bool,
     ) -> Result<(), String> {
-        let result = {
-            let activation = input.activation(request, editor.current());
-            self.expression.evaluate(&activation)
-        }
-        .map_err(|e| {
-            format!(
-                "expression '{}' resulted in error: {e}",
-                self.expression.source()
-            )
-        })?;
+        let result = self
+            .expression
+            .evaluate_worded(&input.activation(Some(editor.current())))?;
         let Ok(Value::Array(operations)) = cel_to_json(&result) else {
             return Err(format!(
                 "expression '{}' must return a list of JSONPatch",

@@ -134,7 +134,7 @@ pub const RESOURCED_CONTAINERS: [&str; 2] = ["containers", "initContainers"];
 
 /// A compiled validation rule of a native policy.
 #[derive(Debug)]
-pub enum CompiledValidation {
+pub enum FamilyValidation {
     /// requiredLabels / requiredAnnotations.
     Metadata(RequiredMetadataRule),
     /// images.
@@ -150,15 +150,15 @@ pub enum CompiledValidation {
 /// What a rule reports before it is attributed to a policy and rule: where and why.
 pub type Finding = (String, String);
 
-impl CompiledValidation {
+impl FamilyValidation {
     /// The findings of this rule on a view.
     pub fn check(&self, view: &View<'_>, findings: &mut Vec<Finding>) {
         match self {
-            CompiledValidation::Metadata(rule) => rule.check(view, findings),
-            CompiledValidation::Images(rule) => rule.check(view, findings),
-            CompiledValidation::Resources(rule) => rule.check(view, findings),
-            CompiledValidation::Probes(rule) => rule.check(view, findings),
-            CompiledValidation::Host(rule) => rule.check(view, findings),
+            FamilyValidation::Metadata(rule) => rule.check(view, findings),
+            FamilyValidation::Images(rule) => rule.check(view, findings),
+            FamilyValidation::Resources(rule) => rule.check(view, findings),
+            FamilyValidation::Probes(rule) => rule.check(view, findings),
+            FamilyValidation::Host(rule) => rule.check(view, findings),
         }
     }
 }
