@@ -31,11 +31,21 @@ pub fn run(cli: Cli) -> ExitCode {
     };
     if let Some(cel) = cel {
         // First thing, before any policy compiles: the limits are fixed at first use.
-        let _ = CelLimits::configure(CelLimits {
+        let requested = CelLimits {
             max_iterations: cel.cel_max_iterations,
             max_eval_time: cel.cel_timeout,
             ..CelLimits::default()
-        });
+        };
+        if let Err(in_force) = CelLimits::configure(requested)
+            && in_force != requested
+        {
+            let text = format!(
+                "the --cel-max-iterations and --cel-timeout flags cannot take effect: CEL limits \
+                 were fixed before they were read ({in_force:?})"
+            );
+            eprintln!("error: {text}");
+            return ExitCode::from(if offline { check::EXIT_ERROR } else { 1 });
+        }
     }
     let result = match cli.command {
         Command::Serve(args) => done(

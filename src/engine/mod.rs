@@ -99,43 +99,12 @@ pub enum EvalError {
     DeadlineExceeded,
 }
 
-/// A validation rule: reports the violations it finds in a request.
-pub trait ValidationRule: Send + Sync {
-    /// The policy this rule belongs to.
-    fn policy(&self) -> &str;
-    /// The rule's name within its policy.
-    fn name(&self) -> &str;
-    /// The requests this rule can act on.
-    fn resource_rules(&self) -> Vec<ResourceRule>;
-    /// Appends a violation for each thing the request breaks.
-    fn validate(&self, request: &AdmissionRequest, violations: &mut Vec<Violation>);
-}
-
-/// A defaulting rule: fills in values that the object leaves unset.
-pub trait DefaultingRule: Send + Sync {
-    /// The policy this rule belongs to.
-    fn policy(&self) -> &str;
-    /// The rule's name within its policy.
-    fn name(&self) -> &str;
-    /// The requests this rule can act on.
-    fn resource_rules(&self) -> Vec<ResourceRule>;
-    /// Applies the defaults to the object being edited.
-    fn apply(&self, request: &AdmissionRequest, editor: &mut ObjectEditor<'_>);
-}
-
 /// The built-in policy set, embedded in the binary.
 pub const BUILTIN_POLICIES: &str = include_str!("builtin.yaml");
-
-struct BoundValidation {
-    action: Action,
-    rule: Box<dyn ValidationRule>,
-}
 
 /// A compiled, immutable rule set. Swapped whole on reload.
 #[derive(Default)]
 pub struct Engine {
-    validations: Vec<BoundValidation>,
-    defaults: Vec<Box<dyn DefaultingRule>>,
     policies: Vec<CompiledPolicy>,
     pod_security: Vec<pod_security::PodSecurityAdmission>,
     admission_policies: admission_policy::AdmissionPolicies,
@@ -177,23 +146,6 @@ impl Engine {
         }
     }
 
-    /// Adds a validation rule whose violations take `action`.
-    #[must_use]
-    pub fn with_validation(mut self, action: Action, rule: impl ValidationRule + 'static) -> Self {
-        self.validations.push(BoundValidation {
-            action,
-            rule: Box::new(rule),
-        });
-        self
-    }
-
-    /// Adds a defaulting rule.
-    #[must_use]
-    pub fn with_default(mut self, rule: impl DefaultingRule + 'static) -> Self {
-        self.defaults.push(Box::new(rule));
-        self
-    }
-
     /// Adds a Pod Security configuration (evaluated after the native policies).
     #[must_use]
     pub fn with_pod_security(mut self, admission: pod_security::PodSecurityAdmission) -> Self {
@@ -211,18 +163,7 @@ impl Engine {
     /// What a webhook configuration must register for `endpoint`: the union of its rules'
     /// resource rules, merged.
     pub fn webhook_rules(&self, endpoint: Endpoint) -> Vec<ResourceRule> {
-        let mut rules: Vec<ResourceRule> = match endpoint {
-            Endpoint::Validate => self
-                .validations
-                .iter()
-                .flat_map(|bound| bound.rule.resource_rules())
-                .collect(),
-            Endpoint::Mutate => self
-                .defaults
-                .iter()
-                .flat_map(|rule| rule.resource_rules())
-                .collect(),
-        };
+        let mut rules: Vec<ResourceRule> = Vec::new();
         for policy in &self.policies {
             rules.extend(policy.resource_rules(endpoint));
         }
@@ -237,13 +178,10 @@ impl Engine {
 
     /// How many rules the engine holds.
     pub fn rule_count(&self) -> usize {
-        self.validations.len()
-            + self.defaults.len()
-            + self
-                .policies
-                .iter()
-                .map(CompiledPolicy::rule_count)
-                .sum::<usize>()
+        self.policies
+            .iter()
+            .map(CompiledPolicy::rule_count)
+            .sum::<usize>()
             + self.admission_policies.rule_count()
     }
 
@@ -258,14 +196,6 @@ impl Engine {
         let past_deadline = || context.deadline.is_some_and(|d| Instant::now() >= d);
         match context.endpoint {
             Endpoint::Validate => {
-                let mut found = Vec::new();
-                for bound in &self.validations {
-                    if past_deadline() {
-                        return Err(EvalError::DeadlineExceeded);
-                    }
-                    bound.rule.validate(request, &mut found);
-                    decision.record(bound.action, found.drain(..));
-                }
                 for policy in &self.policies {
                     if past_deadline() {
                         return Err(EvalError::DeadlineExceeded);
@@ -289,12 +219,6 @@ impl Engine {
                     return Ok(decision);
                 };
                 let mut editor = ObjectEditor::new(object);
-                for rule in &self.defaults {
-                    if past_deadline() {
-                        return Err(EvalError::DeadlineExceeded);
-                    }
-                    rule.apply(request, &mut editor);
-                }
                 for policy in &self.policies {
                     if past_deadline() {
                         return Err(EvalError::DeadlineExceeded);

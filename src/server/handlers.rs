@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::{AdmissionOutcome, AdmissionReviewBody, ApiError, AppState, OnError};
 use crate::admission::{AdmissionRequest, AdmissionResponse, encode_review};
-use crate::engine::{Endpoint, Engine, EvalContext};
+use crate::engine::{Decision, Endpoint, Engine, EvalContext, EvalError};
 
 pub(super) async fn validate(State(state): State<AppState>, body: AdmissionReviewBody) -> Response {
     admit(&state, body, Endpoint::Validate)
@@ -59,28 +59,32 @@ fn decide(
     let context = EvalContext::new(endpoint)
         .with_deadline(deadline)
         .with_namespaces(state.namespaces.as_ref());
-    let evaluated =
-        std::panic::catch_unwind(AssertUnwindSafe(|| engine.evaluate(request, &context)));
+    guarded(state, &request.uid, || engine.evaluate(request, &context))
+}
+
+/// Runs `evaluate` and answers with its decision; an evaluation error or a panic gets the
+/// `--on-error` answer (a panic is also counted and logged).
+fn guarded(
+    state: &AppState,
+    uid: &str,
+    evaluate: impl FnOnce() -> Result<Decision, EvalError>,
+) -> (AdmissionResponse, usize, usize) {
     let on_error = state.settings.on_error;
-    match evaluated {
+    match std::panic::catch_unwind(AssertUnwindSafe(evaluate)) {
         Ok(Ok(decision)) => (
-            decision.to_response(&request.uid),
+            decision.to_response(uid),
             decision.violations.len(),
             decision.patch.as_ref().map_or(0, Vec::len),
         ),
         Ok(Err(error)) => {
-            tracing::warn!(uid = %request.uid, error = %error, "evaluation failed");
-            (
-                evaluation_failure(on_error, &request.uid, &error.to_string()),
-                0,
-                0,
-            )
+            tracing::warn!(uid = %uid, error = %error, "evaluation failed");
+            (evaluation_failure(on_error, uid, &error.to_string()), 0, 0)
         }
         Err(_) => {
             state.metrics.panics.inc();
-            tracing::error!(uid = %request.uid, "a policy rule panicked");
+            tracing::error!(uid = %uid, "a policy rule panicked");
             (
-                evaluation_failure(on_error, &request.uid, "a policy rule panicked"),
+                evaluation_failure(on_error, uid, "a policy rule panicked"),
                 0,
                 0,
             )
@@ -129,4 +133,39 @@ fn admit(state: &AppState, body: AdmissionReviewBody, endpoint: Endpoint) -> Res
         code,
     });
     http
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::RequestSettings;
+
+    #[test]
+    fn a_panicking_rule_gets_the_on_error_answer_and_is_counted() {
+        for on_error in [OnError::Deny, OnError::Allow] {
+            let state = AppState::new(
+                Engine::empty(),
+                RequestSettings {
+                    on_error,
+                    ..RequestSettings::default()
+                },
+            );
+            let (response, violations, operations) = guarded(&state, "u", || panic!("rule bug"));
+            assert_eq!((violations, operations), (0, 0));
+            assert_eq!(response.uid, "u");
+            match on_error {
+                OnError::Deny => {
+                    assert!(!response.allowed);
+                    let status = response.status.unwrap();
+                    assert_eq!(status.code, 500);
+                    assert!(status.message.contains("a policy rule panicked"));
+                }
+                OnError::Allow => {
+                    assert!(response.allowed);
+                    assert!(response.warnings[0].contains("--on-error=allow"));
+                }
+            }
+            assert!(state.metrics.encode().contains("portcullis_panics_total 1"));
+        }
+    }
 }
