@@ -19,6 +19,7 @@ pub mod commands;
 pub mod engine;
 pub mod expressions;
 pub mod metrics;
+pub mod names;
 pub mod offline;
 pub mod patch;
 pub mod policy;

@@ -55,28 +55,6 @@ use super::text::go_quote;
 use super::{CheckFailure, Level, LevelVersion, Version, check_pod, violation_message};
 use crate::admission::{AdmissionRequest, Operation};
 use crate::engine::{Decision, Labels, NamespaceLookup, ResourceRule, Violation};
-use crate::policy::PodSecurityConfiguration;
-
-/// An error in a `PodSecurityConfiguration`, at a field.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The field path, e.g. `defaults.enforce-version`.
-    pub field: String,
-    /// What is wrong.
-    pub message: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.field.is_empty() {
-            f.write_str(&self.message)
-        } else {
-            write!(f, "{}: {}", self.field, self.message)
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 // ---------------------------------------------------------------------------------------------
 // Labels, annotations and messages
@@ -111,9 +89,9 @@ pub const ERROR_ANNOTATION: &str = "pod-security-error";
 const POLICY: &str = "pod-security";
 
 /// Upstream's `ParseLevel` error.
-const INVALID_LEVEL: &str = "must be one of privileged, baseline, restricted";
+pub(super) const INVALID_LEVEL: &str = "must be one of privileged, baseline, restricted";
 /// Upstream's `ParseVersion` error.
-const INVALID_VERSION: &str = "must be \"latest\" or \"v1.x\"";
+pub(super) const INVALID_VERSION: &str = "must be \"latest\" or \"v1.x\"";
 
 /// Pod subresources upstream never evaluates; any other is expected to carry a Pod.
 const IGNORED_POD_SUBRESOURCES: [&str; 8] = [
@@ -129,7 +107,7 @@ const IGNORED_POD_SUBRESOURCES: [&str; 8] = [
 
 /// The effective policy of a namespace: a level and version for each mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Policy {
+pub struct NamespacePolicy {
     /// Refused.
     pub enforce: LevelVersion,
     /// Recorded in an audit annotation.
@@ -138,7 +116,7 @@ pub struct Policy {
     pub warn: LevelVersion,
 }
 
-impl Policy {
+impl NamespacePolicy {
     /// Every mode is privileged: nothing to check.
     pub fn fully_privileged(&self) -> bool {
         self.enforce.level == Level::Privileged
@@ -146,8 +124,8 @@ impl Policy {
             && self.warn.level == Level::Privileged
     }
 
-    /// Upstream's `Policy.Equivalent`: each mode is privileged in both, or equal.
-    pub fn equivalent(&self, other: &Policy) -> bool {
+    /// Upstream's `NamespacePolicy.Equivalent`: each mode is privileged in both, or equal.
+    pub fn equivalent(&self, other: &NamespacePolicy) -> bool {
         let same = |a: LevelVersion, b: LevelVersion| {
             (a.level == Level::Privileged && b.level == Level::Privileged) || a == b
         };
@@ -208,128 +186,6 @@ fn would_violate_message(level_version: LevelVersion, failures: &[CheckFailure])
 }
 
 // ---------------------------------------------------------------------------------------------
-// Configuration: compiling and validating
-// ---------------------------------------------------------------------------------------------
-
-fn invalid(field: impl Into<String>, value: &str, detail: &str) -> ConfigError {
-    ConfigError {
-        field: field.into(),
-        message: format!("Invalid value: {}: {detail}", go_quote(value)),
-    }
-}
-
-/// A level from the configuration; empty is `privileged` (upstream's defaulting).
-fn config_level(field: &str, value: &str) -> Result<Level, ConfigError> {
-    if value.is_empty() {
-        return Ok(Level::Privileged);
-    }
-    value
-        .parse()
-        .map_err(|_| invalid(field, value, INVALID_LEVEL))
-}
-
-/// A version from the configuration; empty is `latest` (upstream's defaulting).
-fn config_version(field: &str, value: &str) -> Result<Version, ConfigError> {
-    if value.is_empty() {
-        return Ok(Version::Latest);
-    }
-    value
-        .parse()
-        .map_err(|_| invalid(field, value, INVALID_VERSION))
-}
-
-/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`
-fn is_dns1123_label(value: &str) -> bool {
-    let bytes = value.as_bytes();
-    let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-    match (bytes.first(), bytes.last()) {
-        (Some(first), Some(last)) => {
-            alnum(first) && alnum(last) && bytes.iter().all(|b| alnum(b) || *b == b'-')
-        }
-        _ => false,
-    }
-}
-
-/// `label(\.label)*`
-fn is_dns1123_subdomain(value: &str) -> bool {
-    value.split('.').all(is_dns1123_label)
-}
-
-/// apimachinery's `IsDNS1123Label` messages (what a namespace name must be).
-fn dns1123_label_errors(value: &str) -> Vec<String> {
-    let mut errors = Vec::new();
-    if value.len() > 63 {
-        errors.push("must be no more than 63 characters".to_owned());
-    }
-    if !is_dns1123_label(value) {
-        if is_dns1123_subdomain(value) {
-            errors.push("must not contain dots".to_owned());
-        } else {
-            errors.push(
-                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters \
-                 or '-', and must start and end with an alphanumeric character (e.g. \
-                 'my-name',  or '123-abc', regex used for validation is \
-                 '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-                    .to_owned(),
-            );
-        }
-    }
-    errors
-}
-
-/// apimachinery's `IsDNS1123Subdomain` messages (what a RuntimeClass name must be).
-fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
-    let mut errors = Vec::new();
-    if value.len() > 253 {
-        errors.push("must be no more than 253 characters".to_owned());
-    }
-    if !is_dns1123_subdomain(value) {
-        errors.push(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric \
-             characters, '-' or '.', and must start and end with an alphanumeric character \
-             (e.g. 'example.com', regex used for validation is \
-             '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-                .to_owned(),
-        );
-    }
-    errors
-}
-
-fn username_errors(value: &str) -> Vec<String> {
-    if value.is_empty() {
-        vec!["username must not be empty".to_owned()]
-    } else {
-        Vec::new()
-    }
-}
-
-/// An exemption list as a set: each entry valid and not repeated.
-fn exemption_set(
-    field: &str,
-    values: &[String],
-    errors_of: fn(&str) -> Vec<String>,
-) -> Result<HashSet<String>, ConfigError> {
-    let mut set = HashSet::with_capacity(values.len());
-    for (index, value) in values.iter().enumerate() {
-        let errors = errors_of(value);
-        if !errors.is_empty() {
-            return Err(invalid(
-                format!("{field}[{index}]"),
-                value,
-                &errors.join(", "),
-            ));
-        }
-        if !set.insert(value.clone()) {
-            return Err(ConfigError {
-                field: format!("{field}[{index}]"),
-                message: format!("Duplicate value: {}", go_quote(value)),
-            });
-        }
-    }
-    Ok(set)
-}
-
-// ---------------------------------------------------------------------------------------------
 // The admission controller
 // ---------------------------------------------------------------------------------------------
 
@@ -338,10 +194,10 @@ fn exemption_set(
 /// documentation for what it does to which requests.
 #[derive(Debug, Clone)]
 pub struct PodSecurityAdmission {
-    defaults: Policy,
-    exempt_usernames: HashSet<String>,
-    exempt_namespaces: HashSet<String>,
-    exempt_runtime_classes: HashSet<String>,
+    pub(super) defaults: NamespacePolicy,
+    pub(super) exempt_usernames: HashSet<String>,
+    pub(super) exempt_namespaces: HashSet<String>,
+    pub(super) exempt_runtime_classes: HashSet<String>,
 }
 
 /// Where a workload kind keeps its pod template.
@@ -439,52 +295,8 @@ fn annotate(decision: &mut Decision, key: &str, value: String) {
 }
 
 impl PodSecurityAdmission {
-    /// Compiles a configuration. Levels and versions are parsed (empty ones take upstream's
-    /// defaults, `privileged` and `latest`) and exemptions validated as upstream's
-    /// `ValidatePodSecurityConfiguration` does; the first error names its field, e.g.
-    /// `defaults.enforce-version` or `exemptions.namespaces[2]`, with upstream's message.
-    pub fn new(config: &PodSecurityConfiguration) -> Result<Self, ConfigError> {
-        let d = &config.defaults;
-        // Upstream's validation order: enforce, warn, audit.
-        let enforce = LevelVersion::new(
-            config_level("defaults.enforce", &d.enforce)?,
-            config_version("defaults.enforce-version", &d.enforce_version)?,
-        );
-        let warn = LevelVersion::new(
-            config_level("defaults.warn", &d.warn)?,
-            config_version("defaults.warn-version", &d.warn_version)?,
-        );
-        let audit = LevelVersion::new(
-            config_level("defaults.audit", &d.audit)?,
-            config_version("defaults.audit-version", &d.audit_version)?,
-        );
-        let exemptions = &config.exemptions;
-        Ok(PodSecurityAdmission {
-            defaults: Policy {
-                enforce,
-                audit,
-                warn,
-            },
-            exempt_namespaces: exemption_set(
-                "exemptions.namespaces",
-                &exemptions.namespaces,
-                dns1123_label_errors,
-            )?,
-            exempt_runtime_classes: exemption_set(
-                "exemptions.runtimeClasses",
-                &exemptions.runtime_classes,
-                dns1123_subdomain_errors,
-            )?,
-            exempt_usernames: exemption_set(
-                "exemptions.usernames",
-                &exemptions.usernames,
-                username_errors,
-            )?,
-        })
-    }
-
     /// The default policy, for namespaces without Pod Security labels.
-    pub fn defaults(&self) -> Policy {
+    pub fn defaults(&self) -> NamespacePolicy {
         self.defaults
     }
 
@@ -524,14 +336,14 @@ impl PodSecurityAdmission {
     /// level `privileged` (failing open), an invalid version `latest`. A valid enforce label
     /// stricter than the warn level raises the warn level (and, unless a warn version is set,
     /// its version) to it, when no warn label is set.
-    pub fn policy_for(&self, labels: Option<&Labels>) -> (Policy, Vec<LabelError>) {
+    pub fn policy_for(&self, labels: Option<&Labels>) -> (NamespacePolicy, Vec<LabelError>) {
         self.resolve_policy(|key| labels?.get(key).map(String::as_str))
     }
 
     fn resolve_policy<'a>(
         &self,
         label: impl Fn(&str) -> Option<&'a str>,
-    ) -> (Policy, Vec<LabelError>) {
+    ) -> (NamespacePolicy, Vec<LabelError>) {
         let mut policy = self.defaults;
         let mut errors = Vec::new();
         let level = |key: &'static str, on_error: Level, errors: &mut Vec<LabelError>| {
@@ -709,7 +521,11 @@ impl PodSecurityAdmission {
 
     /// Upstream's `exemptNamespaceWarning`: the non-privileged modes the labels set, when the
     /// policy is not privileged and not equivalent to the defaults.
-    fn exempt_namespace_warning(&self, namespace: &Value, policy: &Policy) -> Option<String> {
+    fn exempt_namespace_warning(
+        &self,
+        namespace: &Value,
+        policy: &NamespacePolicy,
+    ) -> Option<String> {
         if policy.fully_privileged() || policy.equivalent(&self.defaults) {
             return None;
         }
@@ -834,7 +650,7 @@ impl PodSecurityAdmission {
     /// checked once however many modes share it; no warning on a request being refused.
     fn evaluate_pod(
         &self,
-        policy: &Policy,
+        policy: &NamespacePolicy,
         errors: &[LabelError],
         metadata: &Value,
         spec: &Value,
@@ -911,6 +727,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::engine::pod_security::ConfigError;
 
     fn lv(text: &str) -> LevelVersion {
         text.parse().unwrap()
@@ -950,7 +767,7 @@ mod tests {
         let all = lv("privileged:latest");
         assert_eq!(
             admission.defaults(),
-            Policy {
+            NamespacePolicy {
                 enforce: all,
                 audit: all,
                 warn: all
@@ -1056,7 +873,7 @@ mod tests {
     fn namespace_labels_override_the_defaults() {
         let admission = admission(json!({"enforce": "baseline", "warn": "baseline"}));
         let policy = |pairs: &[(&str, &str)]| admission.policy_for(Some(&labels(pairs)));
-        let p = |enforce: &str, audit: &str, warn: &str| Policy {
+        let p = |enforce: &str, audit: &str, warn: &str| NamespacePolicy {
             enforce: lv(enforce),
             audit: lv(audit),
             warn: lv(warn),

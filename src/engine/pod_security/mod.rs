@@ -19,6 +19,7 @@ use serde_json::Value;
 mod admission;
 mod apparmor;
 mod capabilities;
+mod configuration;
 mod go_print;
 mod host_namespaces;
 mod host_path;
@@ -39,11 +40,11 @@ mod volume_types;
 mod windows_host_process;
 
 pub use admission::{
-    AUDIT_LEVEL_LABEL, AUDIT_VERSION_LABEL, AUDIT_VIOLATIONS_ANNOTATION, ConfigError,
-    ENFORCE_LEVEL_LABEL, ENFORCE_POLICY_ANNOTATION, ENFORCE_VERSION_LABEL, ERROR_ANNOTATION,
-    EXEMPT_ANNOTATION, LabelError, PodSecurityAdmission, Policy, WARN_LEVEL_LABEL,
-    WARN_VERSION_LABEL,
+    AUDIT_LEVEL_LABEL, AUDIT_VERSION_LABEL, AUDIT_VIOLATIONS_ANNOTATION, ENFORCE_LEVEL_LABEL,
+    ENFORCE_POLICY_ANNOTATION, ENFORCE_VERSION_LABEL, ERROR_ANNOTATION, EXEMPT_ANNOTATION,
+    LabelError, NamespacePolicy, PodSecurityAdmission, WARN_LEVEL_LABEL, WARN_VERSION_LABEL,
 };
+pub use configuration::ConfigError;
 
 use pod::PodView;
 

@@ -2,6 +2,7 @@
 //! (apimachinery validation messages, word for word).
 
 use super::*;
+use crate::names;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct NamedFormat(&'static str);
@@ -12,11 +13,6 @@ impl Opaque for NamedFormat {
     }
 }
 
-pub(super) const DNS1123_LABEL: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
-pub(super) const DNS1123_SUBDOMAIN: &str =
-    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
-pub(super) const DNS1035_LABEL: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
-pub(super) const QUALIFIED_NAME: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 pub(super) const UUID: &str =
     "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
 
@@ -78,66 +74,11 @@ pub(super) fn full_match(pattern: &str, s: &str) -> bool {
     with_regex("validate", &format!("^(?:{pattern})$"), |re| re.is_match(s)).unwrap_or(false)
 }
 
-pub(super) fn max_len(errors: &mut Vec<String>, s: &str, max: usize) {
-    if s.len() > max {
-        errors.push(format!("must be no more than {max} characters"));
-    }
-}
-
-pub(super) fn dns_label(errors: &mut Vec<String>, s: &str) {
-    max_len(errors, s, 63);
-    if !full_match(DNS1123_LABEL, s) {
-        errors.push(format!("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '{DNS1123_LABEL}')"));
-    }
-}
-
-pub(super) fn dns_subdomain(errors: &mut Vec<String>, s: &str) {
-    max_len(errors, s, 253);
-    if !full_match(DNS1123_SUBDOMAIN, s) {
-        errors.push(format!("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '{DNS1123_SUBDOMAIN}')"));
-    }
-}
-
-pub(super) fn dns1035(errors: &mut Vec<String>, s: &str) {
-    max_len(errors, s, 63);
-    if !full_match(DNS1035_LABEL, s) {
-        errors.push(format!("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '{DNS1035_LABEL}')"));
-    }
-}
-
 /// A generated-name prefix may end in `-`: validate as if it ended in `a`.
 pub(super) fn mask_trailing_dash(s: &str) -> String {
     match s.strip_suffix('-') {
         Some(head) if s.len() > 1 => format!("{head}a"),
         _ => s.to_owned(),
-    }
-}
-
-pub(super) fn qualified_name(errors: &mut Vec<String>, s: &str) {
-    let (prefix, name) = match s.split_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, s),
-    };
-    if s.matches('/').count() > 1 {
-        errors.push(format!("a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{QUALIFIED_NAME}') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"));
-        return;
-    }
-    if let Some(prefix) = prefix {
-        if prefix.is_empty() {
-            errors.push("prefix part must be non-empty".to_owned());
-        } else {
-            let mut sub = Vec::new();
-            dns_subdomain(&mut sub, prefix);
-            errors.extend(sub.into_iter().map(|e| format!("prefix part {e}")));
-        }
-    }
-    if name.is_empty() {
-        errors.push("name part must be non-empty".to_owned());
-    } else if name.len() > 63 {
-        errors.push("name part must be no more than 63 characters".to_owned());
-    }
-    if !name.is_empty() && !full_match(QUALIFIED_NAME, name) {
-        errors.push(format!("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{QUALIFIED_NAME}')"));
     }
 }
 
@@ -148,19 +89,16 @@ pub(super) fn format_validate(args: &[Value]) -> Fallible {
     let s = str_arg("validate", args, 1)?;
     let mut errors = Vec::new();
     match *name {
-        "dns1123Label" => dns_label(&mut errors, s),
-        "dns1123Subdomain" => dns_subdomain(&mut errors, s),
-        "dns1035Label" => dns1035(&mut errors, s),
-        "dns1123LabelPrefix" => dns_label(&mut errors, &mask_trailing_dash(s)),
-        "dns1123SubdomainPrefix" => dns_subdomain(&mut errors, &mask_trailing_dash(s)),
-        "dns1035LabelPrefix" => dns1035(&mut errors, &mask_trailing_dash(s)),
-        "qualifiedName" => qualified_name(&mut errors, s),
-        "labelValue" => {
-            max_len(&mut errors, s, 63);
-            if !s.is_empty() && !full_match(QUALIFIED_NAME, s) {
-                errors.push("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')".to_owned());
-            }
+        "dns1123Label" => errors = names::dns1123_label_errors(s),
+        "dns1123Subdomain" => errors = names::dns1123_subdomain_errors(s),
+        "dns1035Label" => errors = names::dns1035_label_errors(s),
+        "dns1123LabelPrefix" => errors = names::dns1123_label_errors(&mask_trailing_dash(s)),
+        "dns1123SubdomainPrefix" => {
+            errors = names::dns1123_subdomain_errors(&mask_trailing_dash(s))
         }
+        "dns1035LabelPrefix" => errors = names::dns1035_label_errors(&mask_trailing_dash(s)),
+        "qualifiedName" => errors = names::qualified_name_errors(s),
+        "labelValue" => errors = names::label_value_errors(s),
         "uri" => {
             if parse_url(s).is_err() {
                 errors.push("invalid URI".to_owned());
