@@ -50,7 +50,10 @@ use std::fmt::{self, Write as _};
 
 use serde_json::Value;
 
-use super::pod::{list, str_field};
+use super::pod::str_field;
+use super::templates::{
+    NULL, TemplateAt, at, extract_template, is_significant_pod_update, workload_template,
+};
 use super::text::go_quote;
 use super::{CheckFailure, Level, LevelVersion, Version, check_pod, violation_message};
 use crate::admission::{AdmissionRequest, Operation};
@@ -198,89 +201,6 @@ pub struct PodSecurityAdmission {
     pub(super) exempt_usernames: HashSet<String>,
     pub(super) exempt_namespaces: HashSet<String>,
     pub(super) exempt_runtime_classes: HashSet<String>,
-}
-
-/// Where a workload kind keeps its pod template.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TemplateAt {
-    /// PodTemplate: `template`.
-    Template,
-    /// ReplicationController: `spec.template`, which may be unset (nothing to evaluate).
-    ReplicationController,
-    /// Deployment, ReplicaSet, StatefulSet, DaemonSet, Job: `spec.template`.
-    Spec,
-    /// CronJob: `spec.jobTemplate.spec.template`.
-    CronJob,
-}
-
-/// The workload resources upstream evaluates, by group and resource.
-fn workload_template(group: &str, resource: &str) -> Option<TemplateAt> {
-    match (group, resource) {
-        ("", "podtemplates") => Some(TemplateAt::Template),
-        ("", "replicationcontrollers") => Some(TemplateAt::ReplicationController),
-        ("apps", "deployments" | "replicasets" | "statefulsets" | "daemonsets")
-        | ("batch", "jobs") => Some(TemplateAt::Spec),
-        ("batch", "cronjobs") => Some(TemplateAt::CronJob),
-        _ => None,
-    }
-}
-
-static NULL: Value = Value::Null;
-
-/// The value at `keys`, or `null` (Go's zero value) when a step is missing.
-fn at<'a>(value: &'a Value, keys: &[&str]) -> &'a Value {
-    keys.iter()
-        .try_fold(value, |node, key| node.get(key))
-        .unwrap_or(&NULL)
-}
-
-/// The template's metadata and spec, as upstream's `DefaultPodSpecExtractor` finds them.
-fn extract_template(object: &Value, template: TemplateAt) -> Option<(&Value, &Value)> {
-    let template = match template {
-        TemplateAt::Template => at(object, &["template"]),
-        TemplateAt::ReplicationController => {
-            // A pointer in Go: no template, nothing to evaluate.
-            let template = at(object, &["spec", "template"]);
-            if template.is_null() {
-                return None;
-            }
-            template
-        }
-        TemplateAt::Spec => at(object, &["spec", "template"]),
-        TemplateAt::CronJob => at(object, &["spec", "jobTemplate", "spec", "template"]),
-    };
-    Some((at(template, &["metadata"]), at(template, &["spec"])))
-}
-
-/// Upstream's `isSignificantPodUpdate`: container or init container lists changed length, a
-/// container's image changed, or an ephemeral container was added or changed image. Other
-/// updates (labels, annotations, status …) cannot make a pod less compliant.
-fn is_significant_pod_update(pod: &Value, old_pod: &Value) -> bool {
-    let spec = at(pod, &["spec"]);
-    let old_spec = at(old_pod, &["spec"]);
-    fn image(container: &Value) -> &str {
-        str_field(container, "image")
-    }
-    for key in ["containers", "initContainers"] {
-        let (new, old) = (list(spec, key), list(old_spec, key));
-        if new.len() != old.len() {
-            return true;
-        }
-        if new.iter().zip(old).any(|(n, o)| image(n) != image(o)) {
-            return true;
-        }
-    }
-    let old_ephemeral = list(old_spec, "ephemeralContainers");
-    list(spec, "ephemeralContainers").iter().any(|container| {
-        let name = str_field(container, "name");
-        match old_ephemeral
-            .iter()
-            .find(|old| str_field(old, "name") == name)
-        {
-            None => true,
-            Some(old) => image(container) != image(old),
-        }
-    })
 }
 
 /// The labels of a Namespace object, read as Go decodes them (`null` values are `""`).

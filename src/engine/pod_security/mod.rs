@@ -35,6 +35,7 @@ mod run_as_user;
 mod seccomp;
 mod selinux;
 mod sysctls;
+mod templates;
 mod text;
 mod volume_types;
 mod windows_host_process;
