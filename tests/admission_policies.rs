@@ -383,6 +383,13 @@ fn docs_match_conditions() {
 }
 
 #[test]
+fn has_variables_inside_a_variable_evaluates_only_earlier_ones() {
+    let engine = engine("has-variables.yaml");
+    let decision = validate(&engine, &deployment("default", 1));
+    assert!(decision.allowed(), "{:?}", denials(&decision));
+}
+
+#[test]
 fn docs_variables_and_lazy_errors() {
     let engine = engine("variables.yaml");
     let image = |namespace: &str, image: &str| {

@@ -57,8 +57,8 @@ impl Engine {
         let param_kinds: Vec<(&str, &str)> = admission
             .iter()
             .filter_map(|(_, document)| match document {
-                AdmissionPolicyDocument::ValidatingPolicy(d) => d.spec.param_kind.as_ref(),
-                AdmissionPolicyDocument::MutatingPolicy(d) => d.spec.param_kind.as_ref(),
+                AdmissionPolicyDocument::ValidatingPolicy(d) => d.spec.common().param_kind,
+                AdmissionPolicyDocument::MutatingPolicy(d) => d.spec.common().param_kind,
                 _ => None,
             })
             .map(|kind| (kind.api_version.as_str(), kind.kind.as_str()))

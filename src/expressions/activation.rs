@@ -269,6 +269,26 @@ impl<'a> Activation<'a> {
         Some(result.as_ref().map(|b| &**b).map_err(Clone::clone))
     }
 
+    /// The variables a bare `variables` (as in `has(variables.x)`) holds here: inside a
+    /// variable's own expression, only those declared before it (the only ones it may
+    /// reference, so that neither itself nor a later variable that reads it is evaluated);
+    /// elsewhere, all of them.
+    fn visible_variables(&self) -> &[LazyVariable<'a>] {
+        let address = std::ptr::from_ref(self).addr();
+        let innermost = EVALUATING.with(|stack| {
+            stack
+                .borrow()
+                .iter()
+                .rev()
+                .find(|(a, _)| *a == address)
+                .map(|(_, name)| name.clone())
+        });
+        match innermost.and_then(|name| self.lazy.iter().position(|v| v.name == name)) {
+            Some(index) => &self.lazy[..index],
+            None => &self.lazy,
+        }
+    }
+
     pub(super) fn resolver(&self) -> ActivationResolver<'_, 'a> {
         ActivationResolver { activation: self }
     }
@@ -323,7 +343,7 @@ impl VariableResolver for ActivationResolver<'_, '_> {
                     return None;
                 }
                 let mut map = std::collections::HashMap::new();
-                for lazy in &activation.lazy {
+                for lazy in activation.visible_variables() {
                     match activation.variable(&lazy.name)? {
                         Ok(val) => {
                             map.insert(CelMapKey::from(lazy.name.clone()), val.clone_as_boxed());

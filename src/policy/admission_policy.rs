@@ -337,6 +337,48 @@ pub const KINDS: [&str; 4] = [
     "MutatingAdmissionPolicyBinding",
 ];
 
+/// The fields both policy kinds share, borrowed from either spec (serde's `flatten` would
+/// lose `deny_unknown_fields`, so each spec keeps its own fields and lends them here).
+#[derive(Debug, Clone, Copy)]
+pub struct PolicyCommon<'a> {
+    /// `paramKind`.
+    pub param_kind: Option<&'a ParamKind>,
+    /// `matchConstraints`.
+    pub match_constraints: Option<&'a MatchResources>,
+    /// `failurePolicy`.
+    pub failure_policy: Option<FailurePolicy>,
+    /// `matchConditions`.
+    pub match_conditions: &'a [NamedExpression],
+    /// `variables`.
+    pub variables: &'a [NamedExpression],
+}
+
+impl ValidatingPolicySpec {
+    /// The fields a MutatingAdmissionPolicy has too.
+    pub fn common(&self) -> PolicyCommon<'_> {
+        PolicyCommon {
+            param_kind: self.param_kind.as_ref(),
+            match_constraints: self.match_constraints.as_ref(),
+            failure_policy: self.failure_policy,
+            match_conditions: &self.match_conditions,
+            variables: &self.variables,
+        }
+    }
+}
+
+impl MutatingPolicySpec {
+    /// The fields a ValidatingAdmissionPolicy has too.
+    pub fn common(&self) -> PolicyCommon<'_> {
+        PolicyCommon {
+            param_kind: self.param_kind.as_ref(),
+            match_constraints: self.match_constraints.as_ref(),
+            failure_policy: self.failure_policy,
+            match_conditions: &self.match_conditions,
+            variables: &self.variables,
+        }
+    }
+}
+
 /// The API group of the documents read here.
 pub const GROUP: &str = "admissionregistration.k8s.io";
 

@@ -22,6 +22,7 @@ use crate::admission::AdmissionRequest;
 use crate::engine::{Decision, Endpoint, NamespaceLookup, ResourceRule};
 use crate::policy::admission_policy::{
     FailurePolicy, MatchResources, NamedExpression, ParamKind, ParamRef, ParameterNotFoundAction,
+    PolicyCommon,
 };
 use crate::policy::{DocumentSource, LabelSelector, PolicyError};
 
@@ -266,17 +267,12 @@ fn check_match_resources(
 }
 
 impl PolicyCore {
-    #[allow(clippy::too_many_arguments)]
     fn compile(
         source: &DocumentSource,
         name: &str,
-        param_kind: &Option<ParamKind>,
-        constraints: &Option<MatchResources>,
-        failure_policy: Option<FailurePolicy>,
-        match_conditions: &[NamedExpression],
-        variables: &[NamedExpression],
+        common: PolicyCommon<'_>,
     ) -> Result<Self, PolicyError> {
-        let Some(constraints) = constraints else {
+        let Some(constraints) = common.match_constraints else {
             return Err(PolicyError::at(
                 source,
                 "spec.matchConstraints",
@@ -291,9 +287,9 @@ impl PolicyCore {
             ));
         }
         check_match_resources(source, "spec.matchConstraints", constraints)?;
-        let variables = Variables::compile(variables, source)?;
+        let variables = Variables::compile(common.variables, source)?;
         let mut conditions = Vec::new();
-        for (i, condition) in match_conditions.iter().enumerate() {
+        for (i, condition) in common.match_conditions.iter().enumerate() {
             let field = format!("spec.matchConditions[{i}].expression");
             if condition.name.is_empty() || conditions.iter().any(|(n, _)| n == &condition.name) {
                 return Err(PolicyError::at(
@@ -308,9 +304,9 @@ impl PolicyCore {
         }
         Ok(PolicyCore {
             name: name.to_owned(),
-            param_kind: param_kind.clone(),
+            param_kind: common.param_kind.cloned(),
             constraints: ResourceMatcher::new(constraints),
-            failure_policy: failure_policy.unwrap_or_default(),
+            failure_policy: common.failure_policy.unwrap_or_default(),
             match_conditions: conditions,
             variables,
         })

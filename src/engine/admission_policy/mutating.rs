@@ -71,15 +71,7 @@ impl MutatingPolicy {
         document: &Document<MutatingPolicySpec>,
     ) -> Result<Self, PolicyError> {
         let spec = &document.spec;
-        let core = PolicyCore::compile(
-            source,
-            &document.metadata.name,
-            &spec.param_kind,
-            &spec.match_constraints,
-            spec.failure_policy,
-            &spec.match_conditions,
-            &spec.variables,
-        )?;
+        let core = PolicyCore::compile(source, &document.metadata.name, spec.common())?;
         if spec.mutations.is_empty() {
             return Err(PolicyError::at(
                 source,

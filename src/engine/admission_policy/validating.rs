@@ -55,15 +55,7 @@ impl ValidatingPolicy {
         document: &Document<ValidatingPolicySpec>,
     ) -> Result<Self, PolicyError> {
         let spec = &document.spec;
-        let core = PolicyCore::compile(
-            source,
-            &document.metadata.name,
-            &spec.param_kind,
-            &spec.match_constraints,
-            spec.failure_policy,
-            &spec.match_conditions,
-            &spec.variables,
-        )?;
+        let core = PolicyCore::compile(source, &document.metadata.name, spec.common())?;
         if spec.validations.is_empty() && spec.audit_annotations.is_empty() {
             return Err(PolicyError::at(
                 source,
