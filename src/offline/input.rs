@@ -193,6 +193,9 @@ pub fn yaml_documents(file: &Path, text: &str) -> Result<Vec<(Source, Value)>, I
     }
 }
 
+/// The uid given to an AdmissionReview read offline without one.
+pub const OFFLINE_UID: &str = "portcullis-offline";
+
 fn type_name(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
@@ -222,10 +225,20 @@ fn recognise(
     let api_version = value.get("apiVersion").and_then(Value::as_str);
     match value.get("kind") {
         Some(Value::String(kind)) if kind == "AdmissionReview" => {
+            // Offline the uid matters to nobody, and other tools' test reviews often leave it
+            // out: give such a request one (`serve` still requires it).
+            let missing_uid = value
+                .pointer("/request")
+                .and_then(Value::as_object)
+                .is_some_and(|request| !request.contains_key("uid"));
             let owned;
             let body = match raw {
-                Some(raw) => raw,
-                None => {
+                Some(raw) if !missing_uid => raw,
+                _ => {
+                    let mut value = value.clone();
+                    if missing_uid && let Some(request) = value["request"].as_object_mut() {
+                        request.insert("uid".into(), Value::String(OFFLINE_UID.into()));
+                    }
                     owned = serde_json::to_vec(&value).unwrap_or_default();
                     &owned
                 }
