@@ -732,6 +732,19 @@ fn load_errors_name_file_document_and_expression() {
         "(document 0): spec.variables[0].expression: compilation failed for expression \
              \"variables.second\": undefined field 'second'"
     ));
+    assert!(load_error("errors/match-condition-name.yaml").contains(
+        "spec.matchConditions[0].name: Invalid value: \"not a qualified name\": name part \
+             must consist of alphanumeric characters"
+    ));
+    assert!(
+        load_error("errors/match-condition-variables.yaml").contains(
+            "spec.matchConditions[0].expression: compilation failed for expression \
+             \"variables.team != ''\": undeclared reference to 'variables'"
+        )
+    );
+    assert!(load_error("errors/variable-name.yaml").contains(
+        "spec.variables[0].name: Invalid value: \"team-name\": must be a valid CEL identifier"
+    ));
     assert!(load_error("errors/unknown-kind.yaml").contains(
         "(document 0): kind: unsupported document admissionregistration.k8s.io/v1 \
              ValidatingAdmissionPolicyBindng"

@@ -31,6 +31,7 @@ pub use params::ParamStore;
 
 use super::cel_input::CelInput;
 use crate::expressions::{Activation, CelEvalError, Expression};
+use crate::names;
 use resource_match::ResourceMatcher;
 
 // ---------------------------------------------------------------------------------------------
@@ -52,6 +53,44 @@ fn compile_expression(
     })
 }
 
+/// The most `matchConditions` a policy may have.
+const MAX_MATCH_CONDITIONS: usize = 64;
+
+/// CEL's words that cannot name a variable.
+const CEL_RESERVED: [&str; 21] = [
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+];
+
+/// `[_a-zA-Z][_a-zA-Z0-9]*` and not reserved: what a variable's name must be.
+fn is_cel_identifier(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b == b'_' || b.is_ascii_alphabetic())
+        && bytes.all(|b| b == b'_' || b.is_ascii_alphanumeric())
+        && !CEL_RESERVED.contains(&name)
+}
+
 /// `spec.variables`, compiled, with what each one needs.
 #[derive(Debug, Default)]
 struct Variables {
@@ -66,11 +105,29 @@ impl Variables {
         let mut variables = Variables::default();
         for (i, spec) in specs.iter().enumerate() {
             let field = format!("spec.variables[{i}].expression");
-            if spec.name.is_empty() || variables.names.contains(&spec.name) {
+            let name_field = format!("spec.variables[{i}].name");
+            if spec.name.trim().is_empty() {
                 return Err(PolicyError::at(
                     source,
-                    format!("spec.variables[{i}].name"),
-                    "must be non-empty and unique",
+                    name_field,
+                    "Required value: name is not specified",
+                ));
+            }
+            if !is_cel_identifier(&spec.name) {
+                return Err(PolicyError::at(
+                    source,
+                    name_field,
+                    format!(
+                        "Invalid value: {:?}: must be a valid CEL identifier",
+                        spec.name
+                    ),
+                ));
+            }
+            if variables.names.contains(&spec.name) {
+                return Err(PolicyError::at(
+                    source,
+                    name_field,
+                    format!("Duplicate value: {:?}", spec.name),
                 ));
             }
             let expression = compile_expression(source, &field, &spec.expression, false)?;
@@ -289,17 +346,49 @@ impl PolicyCore {
         check_match_resources(source, "spec.matchConstraints", constraints)?;
         let variables = Variables::compile(common.variables, source)?;
         let mut conditions = Vec::new();
+        if common.match_conditions.len() > MAX_MATCH_CONDITIONS {
+            return Err(PolicyError::at(
+                source,
+                "spec.matchConditions",
+                format!(
+                    "Too many: {}: must have at most {MAX_MATCH_CONDITIONS} items",
+                    common.match_conditions.len()
+                ),
+            ));
+        }
         for (i, condition) in common.match_conditions.iter().enumerate() {
             let field = format!("spec.matchConditions[{i}].expression");
-            if condition.name.is_empty() || conditions.iter().any(|(n, _)| n == &condition.name) {
+            let name_field = format!("spec.matchConditions[{i}].name");
+            if condition.name.is_empty() {
+                return Err(PolicyError::at(source, name_field, "Required value"));
+            }
+            if let Some(error) = names::qualified_name_errors(&condition.name).first() {
                 return Err(PolicyError::at(
                     source,
-                    format!("spec.matchConditions[{i}].name"),
-                    "must be non-empty and unique",
+                    name_field,
+                    format!("Invalid value: {:?}: {error}", condition.name),
+                ));
+            }
+            if conditions.iter().any(|(n, _)| n == &condition.name) {
+                return Err(PolicyError::at(
+                    source,
+                    name_field,
+                    format!("Duplicate value: {:?}", condition.name),
                 ));
             }
             let expression = compile_expression(source, &field, &condition.expression, false)?;
-            variables.check(&expression, source, &field)?;
+            // The apiserver compiles match conditions in an environment without `variables`.
+            if expression.uses("variables") {
+                return Err(PolicyError::at(
+                    source,
+                    &field,
+                    format!(
+                        "compilation failed for expression {:?}: undeclared reference to \
+                         'variables' (match conditions cannot use variables)",
+                        condition.expression
+                    ),
+                ));
+            }
             conditions.push((condition.name.clone(), expression));
         }
         Ok(PolicyCore {
