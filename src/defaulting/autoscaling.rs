@@ -1,0 +1,61 @@
+//! `autoscaling/v2`: HorizontalPodAutoscalers.
+
+use serde_json::{Value, json};
+
+use super::fields::{Object, child, child_or_empty, default_pointer_number, is_empty, is_unset};
+
+pub(super) fn horizontal_pod_autoscaler(object: &mut Object) {
+    let Some(spec) = child_or_empty(object, "spec") else {
+        return;
+    };
+    default_pointer_number(spec, "minReplicas", 1);
+    if is_empty(spec, "metrics") {
+        spec.insert(
+            "metrics".into(),
+            json!([{
+                "type": "Resource",
+                "resource": {
+                    "name": "cpu",
+                    "target": {"type": "Utilization", "averageUtilization": 80}
+                }
+            }]),
+        );
+    }
+    if let Some(behavior) = child(spec, "behavior") {
+        let scale_up = json!({
+            "stabilizationWindowSeconds": 0,
+            "selectPolicy": "Max",
+            "policies": [
+                {"type": "Pods", "value": 4, "periodSeconds": 15},
+                {"type": "Percent", "value": 100, "periodSeconds": 15}
+            ]
+        });
+        let scale_down = json!({
+            "selectPolicy": "Max",
+            "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]
+        });
+        for (key, defaults) in [("scaleUp", scale_up), ("scaleDown", scale_down)] {
+            let rules = merged_rules(behavior.get(key), defaults);
+            behavior.insert(key.into(), rules);
+        }
+    }
+}
+
+/// The scaling rules as given, with each unset field taken from `defaults`.
+fn merged_rules(given: Option<&Value>, mut defaults: Value) -> Value {
+    let (Some(given), Some(merged)) = (given.and_then(Value::as_object), defaults.as_object_mut())
+    else {
+        return defaults;
+    };
+    for key in [
+        "selectPolicy",
+        "stabilizationWindowSeconds",
+        "policies",
+        "tolerance",
+    ] {
+        if !is_unset(given, key) {
+            merged.insert(key.into(), given[key].clone());
+        }
+    }
+    defaults
+}
