@@ -48,6 +48,8 @@ pub(super) fn stateful_set(object: &mut Object) {
         return;
     };
     default_text(spec, "podManagementPolicy", "OrderedReady");
+    // `serviceName` is a string without `omitempty`: the typed object always shows it.
+    default_value(spec, "serviceName", || json!(""));
     if let Some(strategy) = child_or_empty(spec, "updateStrategy") {
         if text(strategy, "type") == Some("") {
             strategy.insert("type".into(), json!("RollingUpdate"));
@@ -69,6 +71,9 @@ pub(super) fn stateful_set(object: &mut Object) {
     default_pointer_number(spec, "revisionHistoryLimit", 10);
     pod::template(child(spec, "template"));
     for claim in items(spec, "volumeClaimTemplates") {
+        // The v1 conversion of a StatefulSet names the claims' kind (issue 87583).
+        claim.insert("apiVersion".into(), json!("v1"));
+        claim.insert("kind".into(), json!("PersistentVolumeClaim"));
         if let Some(status) = child_or_empty(claim, "status") {
             default_text(status, "phase", "Pending");
         }

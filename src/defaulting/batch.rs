@@ -68,7 +68,11 @@ pub(super) fn cron_job(object: &mut Object) {
     default_value(spec, "suspend", || Value::Bool(false));
     default_pointer_number(spec, "successfulJobsHistoryLimit", 3);
     default_pointer_number(spec, "failedJobsHistoryLimit", 1);
-    if let Some(job_spec) = child(spec, "jobTemplate").and_then(|t| child(t, "spec")) {
-        job_spec_templates(job_spec);
+    if let Some(job_template) = child(spec, "jobTemplate") {
+        // `metadata` is a struct value: the typed object always shows it.
+        default_value(job_template, "metadata", || json!({}));
+        if let Some(job_spec) = child(job_template, "spec") {
+            job_spec_templates(job_spec);
+        }
     }
 }

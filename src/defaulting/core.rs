@@ -1,6 +1,8 @@
 //! The core group (`v1`): Pods and their templates, Services, Secrets, Namespaces, claims,
 //! volumes, endpoints and limit ranges.
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 
 use super::fields::{
@@ -98,8 +100,30 @@ pub(super) fn service(object: &mut Object) {
     }
 }
 
+/// `type: Opaque`, and `stringData` merged into `data` as decoding does (a key in both takes
+/// the `stringData` value; `stringData` itself is not part of the stored object).
 pub(super) fn secret(object: &mut Object) {
     default_text(object, "type", "Opaque");
+    let Some(Value::Object(string_data)) = object.get("stringData") else {
+        return;
+    };
+    if !string_data.values().all(Value::is_string) {
+        return;
+    }
+    let encoded: Vec<(String, Value)> = string_data
+        .iter()
+        .map(|(key, value)| {
+            let text = value.as_str().unwrap_or_default();
+            (key.clone(), Value::String(BASE64.encode(text)))
+        })
+        .collect();
+    object.remove("stringData");
+    if encoded.is_empty() {
+        return;
+    }
+    if let Some(data) = child_or_empty(object, "data") {
+        data.extend(encoded);
+    }
 }
 
 pub(super) fn namespace(object: &mut Object) {
@@ -127,6 +151,7 @@ pub(super) fn persistent_volume(object: &mut Object) {
     };
     default_text(spec, "persistentVolumeReclaimPolicy", "Retain");
     default_value(spec, "volumeMode", || json!("Filesystem"));
+    pod::persistent_volume_source(spec);
 }
 
 pub(super) fn endpoints(object: &mut Object) {

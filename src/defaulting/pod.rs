@@ -143,30 +143,14 @@ fn volume(volume: &mut Object) {
     if !has_source {
         volume.insert("emptyDir".into(), json!({}));
     }
-    if let Some(host_path) = child(volume, "hostPath") {
-        default_value(host_path, "type", || json!(""));
-    }
+    persistent_volume_source(volume);
     for source in ["secret", "configMap", "downwardAPI", "projected"] {
         if let Some(source) = child(volume, source) {
             default_pointer_number(source, "defaultMode", DEFAULT_MODE);
         }
     }
-    if let Some(iscsi) = child(volume, "iscsi") {
-        default_text(iscsi, "iscsiInterface", "default");
-    }
-    if let Some(rbd) = child(volume, "rbd") {
-        default_text(rbd, "pool", "rbd");
-        default_text(rbd, "user", "admin");
-        default_text(rbd, "keyring", "/etc/ceph/keyring");
-    }
     if let Some(downward) = child(volume, "downwardAPI") {
         downward_api_items(downward);
-    }
-    if let Some(azure) = child(volume, "azureDisk") {
-        default_value(azure, "cachingMode", || json!("ReadWrite"));
-        default_value(azure, "fsType", || json!("ext4"));
-        default_value(azure, "readOnly", || json!(false));
-        default_value(azure, "kind", || json!("Shared"));
     }
     if let Some(projected) = child(volume, "projected") {
         for source in items(projected, "sources") {
@@ -178,20 +162,45 @@ fn volume(volume: &mut Object) {
             }
         }
     }
-    if let Some(scale_io) = child(volume, "scaleIO") {
-        default_text(scale_io, "storageMode", "ThinProvisioned");
-        default_text(scale_io, "fsType", "xfs");
-    }
     if let Some(template) = child(volume, "ephemeral").and_then(|e| child(e, "volumeClaimTemplate"))
-        && let Some(spec) = child_or_empty(template, "spec")
     {
-        persistent_volume_claim_spec(spec);
+        // `metadata` is a struct value: the typed object always shows it.
+        default_value(template, "metadata", || json!({}));
+        if let Some(spec) = child_or_empty(template, "spec") {
+            persistent_volume_claim_spec(spec);
+        }
     }
     if let Some(image) = child(volume, "image")
         && text(image, "pullPolicy") == Some("")
     {
         let reference = text(image, "reference").unwrap_or("").to_owned();
         image.insert("pullPolicy".into(), json!(pull_policy_for(&reference)));
+    }
+}
+
+/// The defaults of the sources a Volume shares with a PersistentVolume: hostPath, iscsi,
+/// rbd, azureDisk, scaleIO.
+pub(super) fn persistent_volume_source(source: &mut Object) {
+    if let Some(host_path) = child(source, "hostPath") {
+        default_value(host_path, "type", || json!(""));
+    }
+    if let Some(iscsi) = child(source, "iscsi") {
+        default_text(iscsi, "iscsiInterface", "default");
+    }
+    if let Some(rbd) = child(source, "rbd") {
+        default_text(rbd, "pool", "rbd");
+        default_text(rbd, "user", "admin");
+        default_text(rbd, "keyring", "/etc/ceph/keyring");
+    }
+    if let Some(azure) = child(source, "azureDisk") {
+        default_value(azure, "cachingMode", || json!("ReadWrite"));
+        default_value(azure, "fsType", || json!("ext4"));
+        default_value(azure, "readOnly", || json!(false));
+        default_value(azure, "kind", || json!("Shared"));
+    }
+    if let Some(scale_io) = child(source, "scaleIO") {
+        default_text(scale_io, "storageMode", "ThinProvisioned");
+        default_text(scale_io, "fsType", "xfs");
     }
 }
 
@@ -267,7 +276,12 @@ fn http_get(action: &mut Object) {
 
 /// Defaults the pod template at `template` (a PodTemplateSpec) of a workload, if present.
 pub(super) fn template(template: Option<&mut Object>) {
-    if let Some(spec) = template.and_then(|t| child(t, "spec")) {
+    let Some(template) = template else {
+        return;
+    };
+    // `metadata` is a struct value: the typed object always shows it.
+    default_value(template, "metadata", || json!({}));
+    if let Some(spec) = child(template, "spec") {
         pod_spec(spec);
     }
 }
