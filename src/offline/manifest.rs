@@ -1,12 +1,15 @@
 //! A manifest as the kube-apiserver would admit it: the resource its kind is served as, its
 //! scope and namespace, and the [`AdmissionRequest`] for an operation.
 
+use std::borrow::Cow;
+
 use serde_json::{Value, json};
 
 use super::input::{InputError, Source};
 use crate::admission::{
     AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation, UserInfo,
 };
+use crate::defaulting::apply_defaults;
 
 /// The user offline requests are made as: `portcullis:offline`, in `system:authenticated`.
 /// Rules that look at the user see an ordinary, unprivileged one.
@@ -368,6 +371,22 @@ impl Manifest {
             name,
             object,
         })
+    }
+
+    /// The manifest with its object defaulted as the apiserver defaults a decoded object of
+    /// its kind ([`apply_defaults`]); unchanged for kinds without defaults here (custom
+    /// resources).
+    #[must_use]
+    pub fn defaulted(&self) -> Cow<'_, Manifest> {
+        let mut object = self.object.clone();
+        if apply_defaults(&self.kind, &mut object) && object != self.object {
+            Cow::Owned(Manifest {
+                object,
+                ..self.clone()
+            })
+        } else {
+            Cow::Borrowed(self)
+        }
     }
 
     /// `apiVersion` as written in manifests (`v1`, `apps/v1`).
