@@ -152,7 +152,7 @@ fn container(rng: &mut Rng, name: &str, kind: &str, ports: &mut usize) -> Value 
         }
         c["env"] = json!(env);
     }
-    match rng.below(5) {
+    match rng.below(6) {
         0 => c["resources"] = json!({"limits": {"cpu": "500m", "memory": "128Mi"}}),
         1 => c["resources"] = json!({"requests": {"cpu": "100m"}}),
         2 => {
@@ -160,6 +160,8 @@ fn container(rng: &mut Rng, name: &str, kind: &str, ports: &mut usize) -> Value 
                 "requests": {"cpu": "250m"}})
         }
         3 if rng.chance(30) => c["resources"] = json!({}),
+        // Quantities the apiserver rewrites (canonical form, milliunit round-up).
+        4 | 5 => c["resources"] = rng.pick(&ODD_RESOURCES[..]).clone(),
         _ => {}
     }
     if kind != "init" {
@@ -196,6 +198,20 @@ fn container(rng: &mut Rng, name: &str, kind: &str, ports: &mut usize) -> Value 
     }
     c
 }
+
+/// Container resources written in non-canonical ways (requests never above limits).
+static ODD_RESOURCES: std::sync::LazyLock<[Value; 8]> = std::sync::LazyLock::new(|| {
+    [
+        json!({"limits": {"cpu": "1000m", "memory": "1024Mi"}, "requests": {"cpu": "0.5", "memory": "1.5Mi"}}),
+        json!({"limits": {"cpu": "1.5", "memory": "1.5Gi"}, "requests": {"cpu": "100.0m", "memory": "512Mi"}}),
+        json!({"limits": {"cpu": 2, "memory": "1e9"}, "requests": {"cpu": 1.5, "memory": "12e6"}}),
+        json!({"limits": {"cpu": "0.0001", "memory": "1G"}, "requests": {"memory": "1000M"}}),
+        json!({"limits": {"memory": "0.5Gi", "ephemeral-storage": "2048"}, "requests": {"cpu": "0.25"}}),
+        json!({"limits": {"cpu": "2000m"}}),
+        json!({"requests": {"cpu": "1.0001", "memory": "100000000"}}),
+        json!({"limits": {"memory": "8Mi", "example.com/gpu": "1"}, "requests": {"example.com/gpu": "1"}}),
+    ]
+});
 
 fn probe(rng: &mut Rng, may_succeed_more: bool) -> Value {
     let mut probe = match rng.below(4) {
@@ -242,7 +258,16 @@ fn volume(rng: &mut Rng, name: &str) -> Value {
     let mut v = json!({"name": name});
     match rng.below(13) {
         0 | 1 => {}
-        2 => v["emptyDir"] = rng.pick(&[json!({}), json!({"medium": "Memory"})]).clone(),
+        2 => {
+            v["emptyDir"] = rng
+                .pick(&[
+                    json!({}),
+                    json!({"medium": "Memory"}),
+                    json!({"sizeLimit": "1024Mi"}),
+                    json!({"sizeLimit": "0.5Gi", "medium": "Memory"}),
+                ])
+                .clone()
+        }
         3 => {
             let mut cm = json!({"name": "settings"});
             if rng.chance(30) {
@@ -634,7 +659,7 @@ fn service(rng: &mut Rng, name: &str) -> Value {
 
 /// The other kinds, one per `which`.
 fn other(rng: &mut Rng, which: usize, name: &str) -> Value {
-    match which % 14 {
+    match which % 15 {
         0 => {
             let mut secret = object("v1", "Secret", metadata(name, true, None), Value::Null);
             secret["stringData"] = json!({"password": "x"});
@@ -661,8 +686,9 @@ fn other(rng: &mut Rng, which: usize, name: &str) -> Value {
             config_map
         }
         3 => {
+            let storage = *rng.pick(&["5Gi", "5120Mi", "1.5Gi", "10G", "1e10"]);
             let mut spec = json!({"accessModes": ["ReadWriteOnce"],
-                "resources": {"requests": {"storage": "5Gi"}}});
+                "resources": {"requests": {"storage": storage}}});
             if rng.chance(30) {
                 spec["volumeMode"] = json!("Block");
             }
@@ -706,9 +732,17 @@ fn other(rng: &mut Rng, which: usize, name: &str) -> Value {
             if rng.chance(40) {
                 spec["minReplicas"] = json!(2);
             }
-            if rng.chance(40) {
-                spec["metrics"] = json!([{"type": "Resource", "resource": {"name": "memory",
-                    "target": {"type": "Utilization", "averageUtilization": 60}}}]);
+            match rng.below(3) {
+                0 => {
+                    spec["metrics"] = json!([{"type": "Resource", "resource": {"name": "memory",
+                        "target": {"type": "Utilization", "averageUtilization": 60}}}])
+                }
+                1 => {
+                    spec["metrics"] = json!([{"type": "Pods", "pods": {
+                        "metric": {"name": "requests"},
+                        "target": {"type": "AverageValue", "averageValue": "1000m"}}}])
+                }
+                _ => {}
             }
             match rng.below(4) {
                 0 => spec["behavior"] = json!({}),
@@ -788,8 +822,12 @@ fn other(rng: &mut Rng, which: usize, name: &str) -> Value {
         }
         10 => {
             let mut item = json!({"type": "Container"});
-            match rng.below(4) {
+            match rng.below(5) {
                 0 => item["max"] = json!({"cpu": "2", "memory": "1Gi"}),
+                4 => {
+                    item["max"] = json!({"cpu": "2000m", "memory": "1024Mi"});
+                    item["min"] = json!({"cpu": "0.1"});
+                }
                 1 => item["default"] = json!({"cpu": "500m"}),
                 2 => {
                     item["min"] = json!({"cpu": "100m"});
@@ -821,6 +859,15 @@ fn other(rng: &mut Rng, which: usize, name: &str) -> Value {
                 spec["persistentVolumeReclaimPolicy"] = json!("Delete");
             }
             object("v1", "PersistentVolume", metadata(name, false, None), spec)
+        }
+        14 => {
+            let hard = json!({"pods": "10", "requests.cpu": "4000m", "limits.memory": "2.5Gi"});
+            object(
+                "v1",
+                "ResourceQuota",
+                metadata(name, true, None),
+                json!({"hard": hard}),
+            )
         }
         _ => {
             let mut spec = json!({"controller": "example.com/ingress"});
@@ -866,7 +913,7 @@ fn generate() -> Vec<Value> {
     for i in 0..PER_FAMILY * 2 {
         objects.push(service(&mut rng, &format!("service-{i}")));
     }
-    for i in 0..PER_FAMILY * 4 {
+    for i in 0..PER_FAMILY * 5 {
         objects.push(other(&mut rng, i, &format!("other-{i}")));
     }
     objects

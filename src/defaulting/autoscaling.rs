@@ -2,7 +2,10 @@
 
 use serde_json::{Value, json};
 
-use super::fields::{Object, child, child_or_empty, default_pointer_number, is_empty, is_unset};
+use super::fields::{
+    Object, child, child_or_empty, default_pointer_number, is_empty, is_unset, items,
+};
+use super::quantity::quantity_field;
 
 pub(super) fn horizontal_pod_autoscaler(object: &mut Object) {
     let Some(spec) = child_or_empty(object, "spec") else {
@@ -21,6 +24,20 @@ pub(super) fn horizontal_pod_autoscaler(object: &mut Object) {
             }]),
         );
     }
+    for metric in items(spec, "metrics") {
+        for source in [
+            "object",
+            "pods",
+            "resource",
+            "containerResource",
+            "external",
+        ] {
+            if let Some(target) = child(metric, source).and_then(|s| child(s, "target")) {
+                quantity_field(target, "value");
+                quantity_field(target, "averageValue");
+            }
+        }
+    }
     if let Some(behavior) = child(spec, "behavior") {
         let scale_up = json!({
             "stabilizationWindowSeconds": 0,
@@ -35,7 +52,10 @@ pub(super) fn horizontal_pod_autoscaler(object: &mut Object) {
             "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]
         });
         for (key, defaults) in [("scaleUp", scale_up), ("scaleDown", scale_down)] {
-            let rules = merged_rules(behavior.get(key), defaults);
+            let mut rules = merged_rules(behavior.get(key), defaults);
+            if let Some(rules) = rules.as_object_mut() {
+                quantity_field(rules, "tolerance");
+            }
             behavior.insert(key.into(), rules);
         }
     }

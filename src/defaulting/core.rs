@@ -10,6 +10,7 @@ use super::fields::{
     items, text,
 };
 use super::pod;
+use super::quantity::resource_list;
 
 pub(super) fn pod(object: &mut Object) {
     pod::pod(object);
@@ -151,7 +152,14 @@ pub(super) fn persistent_volume(object: &mut Object) {
     };
     default_text(spec, "persistentVolumeReclaimPolicy", "Retain");
     default_value(spec, "volumeMode", || json!("Filesystem"));
+    resource_list(spec, "capacity");
     pod::persistent_volume_source(spec);
+}
+
+pub(super) fn resource_quota(object: &mut Object) {
+    if let Some(spec) = child(object, "spec") {
+        resource_list(spec, "hard");
+    }
 }
 
 pub(super) fn endpoints(object: &mut Object) {
@@ -167,6 +175,15 @@ pub(super) fn limit_range(object: &mut Object) {
         return;
     };
     for item in items(spec, "limits") {
+        for list in [
+            "max",
+            "min",
+            "default",
+            "defaultRequest",
+            "maxLimitRequestRatio",
+        ] {
+            resource_list(item, list);
+        }
         if text(item, "type") != Some("Container") {
             continue;
         }

@@ -14,14 +14,18 @@
 //! pod-level resource requests, Job selectors and `controller-uid` labels, Namespace
 //! finalizers), allocators (Service `clusterIP(s)`, `ipFamilies`, `ipFamilyPolicy`, node
 //! ports), admission plugins (DefaultTolerationSeconds, Priority, DefaultStorageClass,
-//! LimitRanger …), and the canonical re-formatting of resource quantities (`1000m` → `1`).
-//! docs/object-model.md lists these.
+//! LimitRanger …). docs/object-model.md lists these.
+//!
+//! Resource quantities are written back in their canonical form, as the typed object prints
+//! them (`1000m` → `1`, `1.5Gi` → `1536Mi`), and resource lists are rounded up to the
+//! milliunit ([`quantity`]).
 //!
 //! A field of the wrong JSON type is left as it is (the apiserver refuses such an object
 //! before any of this runs); defaulting never panics.
 //!
-//! One file per API group: [`pod`] (PodSpec, shared by every workload), [`core`],
-//! [`apps`], [`batch`], [`networking`], [`autoscaling`], [`rbac`].
+//! One file per API group: `pod` (PodSpec, shared by every workload), `core`, `apps`,
+//! `batch`, `networking`, `autoscaling`, `rbac`; `quantity` for resource quantities, `image`
+//! for image references.
 
 mod apps;
 mod autoscaling;
@@ -31,6 +35,7 @@ mod fields;
 mod image;
 mod networking;
 mod pod;
+mod quantity;
 mod rbac;
 
 use serde_json::Value;
@@ -63,7 +68,8 @@ pub fn apply_defaults(kind: &GroupVersionKind, object: &mut Value) -> bool {
         ("", "v1", "PersistentVolume") => core::persistent_volume(map),
         ("", "v1", "Endpoints") => core::endpoints(map),
         ("", "v1", "LimitRange") => core::limit_range(map),
-        ("", "v1", "ConfigMap" | "ServiceAccount" | "ResourceQuota" | "Event" | "Node") => {}
+        ("", "v1", "ResourceQuota") => core::resource_quota(map),
+        ("", "v1", "ConfigMap" | "ServiceAccount" | "Event" | "Node") => {}
         ("apps", "v1", "Deployment") => apps::deployment(map),
         ("apps", "v1", "StatefulSet") => apps::stateful_set(map),
         ("apps", "v1", "DaemonSet") => apps::daemon_set(map),

@@ -9,6 +9,7 @@ use super::fields::{
     default_value, is_unset, items, text,
 };
 use super::image::pull_policy_for;
+use super::quantity::{quantity_field, resource_list};
 
 /// The `defaultMode` of secret, configMap, downwardAPI and projected volumes: 0644 (420).
 const DEFAULT_MODE: i64 = 0o644;
@@ -69,6 +70,10 @@ pub(super) fn pod_spec(spec: &mut Object) {
     default_pointer_number(spec, "terminationGracePeriodSeconds", 30);
     default_text(spec, "schedulerName", "default-scheduler");
 
+    resource_list(spec, "overhead");
+    if let Some(resources) = child(spec, "resources") {
+        resources_lists(resources);
+    }
     for volume in items(spec, "volumes") {
         self::volume(volume);
     }
@@ -144,6 +149,9 @@ fn volume(volume: &mut Object) {
         volume.insert("emptyDir".into(), json!({}));
     }
     persistent_volume_source(volume);
+    if let Some(empty_dir) = child(volume, "emptyDir") {
+        quantity_field(empty_dir, "sizeLimit");
+    }
     for source in ["secret", "configMap", "downwardAPI", "projected"] {
         if let Some(source) = child(volume, source) {
             default_pointer_number(source, "defaultMode", DEFAULT_MODE);
@@ -217,6 +225,15 @@ pub(super) fn persistent_volume_claim_spec(spec: &mut Object) {
     default_value(spec, "volumeMode", || json!("Filesystem"));
     // `resources` is a struct value: the typed object always shows it.
     default_value(spec, "resources", || json!({}));
+    if let Some(resources) = child(spec, "resources") {
+        resources_lists(resources);
+    }
+}
+
+/// The `limits` and `requests` of a ResourceRequirements, as resource lists.
+fn resources_lists(resources: &mut Object) {
+    resource_list(resources, "limits");
+    resource_list(resources, "requests");
 }
 
 fn container(container: &mut Object) {
@@ -228,6 +245,9 @@ fn container(container: &mut Object) {
     default_text(container, "terminationMessagePolicy", "File");
     // `resources` is a struct value: the typed object always shows it.
     default_value(container, "resources", || json!({}));
+    if let Some(resources) = child(container, "resources") {
+        resources_lists(resources);
+    }
     for port in items(container, "ports") {
         default_text(port, "protocol", "TCP");
     }
