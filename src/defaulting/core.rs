@@ -128,6 +128,9 @@ pub(super) fn secret(object: &mut Object) {
 }
 
 pub(super) fn namespace(object: &mut Object) {
+    if let Some(status) = child_or_empty(object, "status") {
+        default_text(status, "phase", "Active");
+    }
     let Some(metadata) = child(object, "metadata") else {
         return;
     };
@@ -141,12 +144,18 @@ pub(super) fn namespace(object: &mut Object) {
 }
 
 pub(super) fn persistent_volume_claim(object: &mut Object) {
+    if let Some(status) = child_or_empty(object, "status") {
+        default_text(status, "phase", "Pending");
+    }
     if let Some(spec) = child_or_empty(object, "spec") {
         pod::persistent_volume_claim_spec(spec);
     }
 }
 
 pub(super) fn persistent_volume(object: &mut Object) {
+    if let Some(status) = child_or_empty(object, "status") {
+        default_text(status, "phase", "Pending");
+    }
     let Some(spec) = child_or_empty(object, "spec") else {
         return;
     };
