@@ -925,6 +925,133 @@ fn other(rng: &mut Rng, which: usize, name: &str) -> Value {
     }
 }
 
+/// Cluster-wide kinds: storage, scheduling, webhook configurations, admission policies.
+fn cluster_kind(rng: &mut Rng, which: usize, name: &str) -> Value {
+    let meta = metadata(name, false, None);
+    let rule = |rng: &mut Rng| {
+        let mut rule = json!({"apiGroups": [""], "apiVersions": ["v1"],
+            "resources": ["pods"], "operations": ["CREATE"]});
+        if rng.chance(40) {
+            rule["scope"] = json!("Namespaced");
+        }
+        rule
+    };
+    match which % 9 {
+        0 => {
+            let mut class = object("storage.k8s.io/v1", "StorageClass", meta, Value::Null);
+            class["provisioner"] = json!("example.com/disk");
+            if rng.chance(40) {
+                class["reclaimPolicy"] = json!("Retain");
+            }
+            if rng.chance(40) {
+                class["volumeBindingMode"] = json!("WaitForFirstConsumer");
+            }
+            class
+        }
+        1 => {
+            let mut spec = json!({});
+            if rng.chance(40) {
+                spec["attachRequired"] = json!(false);
+                spec["volumeLifecycleModes"] = json!(["Ephemeral"]);
+            }
+            if rng.chance(30) {
+                spec["fsGroupPolicy"] = json!("File");
+            }
+            let meta = metadata(&format!("{name}.csi.example.com"), false, None);
+            object("storage.k8s.io/v1", "CSIDriver", meta, spec)
+        }
+        2 => {
+            let mut class = object("scheduling.k8s.io/v1", "PriorityClass", meta, Value::Null);
+            class["value"] = json!(1000);
+            if rng.chance(40) {
+                class["preemptionPolicy"] = json!("Never");
+            }
+            class
+        }
+        3 | 4 => {
+            let mutating = which % 9 == 4;
+            let kind = if mutating {
+                "MutatingWebhookConfiguration"
+            } else {
+                "ValidatingWebhookConfiguration"
+            };
+            let client = if rng.chance(50) {
+                json!({"service": {"namespace": "system", "name": "hook"}})
+            } else {
+                json!({"url": "https://127.0.0.1:9443/hook"})
+            };
+            let mut webhook = json!({"name": "pods.hooks.example.com",
+                "clientConfig": client, "rules": [rule(rng)],
+                "sideEffects": "None", "admissionReviewVersions": ["v1"]});
+            if rng.chance(30) {
+                webhook["failurePolicy"] = json!("Ignore");
+                webhook["timeoutSeconds"] = json!(5);
+            }
+            let mut configuration =
+                object("admissionregistration.k8s.io/v1", kind, meta, Value::Null);
+            configuration["webhooks"] = json!([webhook]);
+            configuration
+        }
+        5 | 6 => {
+            let kind = if which % 9 == 6 {
+                "MutatingAdmissionPolicy"
+            } else {
+                "ValidatingAdmissionPolicy"
+            };
+            let mut spec = json!({"matchConstraints": {"resourceRules": [rule(rng)]}});
+            if kind == "MutatingAdmissionPolicy" {
+                spec["mutations"] = json!([{"patchType": "ApplyConfiguration",
+                    "applyConfiguration": {"expression":
+                        "Object{metadata: Object.metadata{labels: {\"x\": \"y\"}}}"}}]);
+                spec["reinvocationPolicy"] = json!("Never");
+            } else {
+                spec["validations"] = json!([{"expression": "object.metadata.name != ''"}]);
+            }
+            if rng.chance(30) {
+                spec["failurePolicy"] = json!("Ignore");
+            }
+            object("admissionregistration.k8s.io/v1", kind, meta, spec)
+        }
+        _ => {
+            let kind = if which % 9 == 7 {
+                "ValidatingAdmissionPolicyBinding"
+            } else {
+                "MutatingAdmissionPolicyBinding"
+            };
+            let mut spec = json!({"policyName": "some-policy"});
+            if kind == "ValidatingAdmissionPolicyBinding" {
+                spec["validationActions"] = json!(["Deny"]);
+            }
+            if rng.chance(60) {
+                spec["matchResources"] =
+                    json!({"namespaceSelector": {"matchLabels": {"team": "a"}}});
+                if rng.chance(50) {
+                    spec["matchResources"]["excludeResourceRules"] = json!([rule(rng)]);
+                }
+            }
+            object("admissionregistration.k8s.io/v1", kind, meta, spec)
+        }
+    }
+}
+
+fn endpoint_slice(rng: &mut Rng, name: &str) -> Value {
+    let mut slice = object(
+        "discovery.k8s.io/v1",
+        "EndpointSlice",
+        metadata(name, true, None),
+        Value::Null,
+    );
+    slice["addressType"] = json!("IPv4");
+    slice["endpoints"] = json!([{"addresses": ["10.1.0.1"]}]);
+    let mut port = json!({"port": 80});
+    if rng.chance(40) {
+        port["name"] = json!("http");
+        port["protocol"] = json!("UDP");
+    }
+    slice["ports"] = json!([port]);
+    slice
+}
+
 /// The generated objects: Pods, every workload, Services and the other kinds.
 fn generate() -> Vec<Value> {
     let mut rng = Rng(SEED);
@@ -955,6 +1082,12 @@ fn generate() -> Vec<Value> {
     }
     for i in 0..PER_FAMILY * 5 {
         objects.push(other(&mut rng, i, &format!("other-{i}")));
+    }
+    for i in 0..PER_FAMILY * 2 {
+        objects.push(cluster_kind(&mut rng, i, &format!("cluster-{i}")));
+    }
+    for i in 0..PER_FAMILY / 2 {
+        objects.push(endpoint_slice(&mut rng, &format!("slice-{i}")));
     }
     objects
 }

@@ -24,19 +24,24 @@
 //! before any of this runs); defaulting never panics.
 //!
 //! One file per API group: `pod` (PodSpec, shared by every workload), `core`, `apps`,
-//! `batch`, `networking`, `autoscaling`, `rbac`; `quantity` for resource quantities, `image`
+//! `batch`, `networking`, `autoscaling`, `rbac`, `storage`, `scheduling`, `discovery`,
+//! `admissionregistration`; `quantity` for resource quantities, `image`
 //! for image references.
 
+mod admissionregistration;
 mod apps;
 mod autoscaling;
 mod batch;
 mod core;
+mod discovery;
 mod fields;
 mod image;
 mod networking;
 mod pod;
 mod quantity;
 mod rbac;
+mod scheduling;
+mod storage;
 
 use serde_json::Value;
 
@@ -88,6 +93,26 @@ pub fn apply_defaults(kind: &GroupVersionKind, object: &mut Value) -> bool {
             rbac::binding(map)
         }
         ("rbac.authorization.k8s.io", "v1", "Role" | "ClusterRole") => {}
+        ("storage.k8s.io", "v1", "StorageClass") => storage::storage_class(map),
+        ("storage.k8s.io", "v1", "CSIDriver") => storage::csi_driver(map),
+        ("scheduling.k8s.io", "v1", "PriorityClass") => scheduling::priority_class(map),
+        ("discovery.k8s.io", "v1", "EndpointSlice") => discovery::endpoint_slice(map),
+        ("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration") => {
+            admissionregistration::webhook_configuration(map, false)
+        }
+        ("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration") => {
+            admissionregistration::webhook_configuration(map, true)
+        }
+        (
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingAdmissionPolicy" | "MutatingAdmissionPolicy",
+        ) => admissionregistration::policy(map),
+        (
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingAdmissionPolicyBinding" | "MutatingAdmissionPolicyBinding",
+        ) => admissionregistration::binding(map),
         _ => return false,
     }
     true
