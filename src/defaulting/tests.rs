@@ -183,3 +183,159 @@ fn unknown_kinds_are_untouched() {
     assert!(!apply_defaults(&gvk, &mut object));
     assert_eq!(object, json!({"spec": {}}));
 }
+
+/// Random objects built from the field names defaulting looks at, with values of every JSON
+/// type at every level: defaulting never panics, and defaulting twice changes nothing more.
+#[test]
+fn random_shapes_never_panic_and_defaulting_is_idempotent() {
+    const NAMES: &[&str] = &[
+        "metadata",
+        "labels",
+        "name",
+        "spec",
+        "template",
+        "jobTemplate",
+        "containers",
+        "initContainers",
+        "ephemeralContainers",
+        "volumes",
+        "emptyDir",
+        "configMap",
+        "secret",
+        "projected",
+        "sources",
+        "serviceAccountToken",
+        "downwardAPI",
+        "items",
+        "fieldRef",
+        "hostPath",
+        "ephemeral",
+        "volumeClaimTemplate",
+        "image",
+        "resources",
+        "limits",
+        "requests",
+        "cpu",
+        "memory",
+        "ports",
+        "containerPort",
+        "hostPort",
+        "protocol",
+        "livenessProbe",
+        "httpGet",
+        "grpc",
+        "lifecycle",
+        "preStop",
+        "env",
+        "valueFrom",
+        "hostNetwork",
+        "strategy",
+        "rollingUpdate",
+        "updateStrategy",
+        "type",
+        "selector",
+        "stringData",
+        "data",
+        "behavior",
+        "scaleUp",
+        "policies",
+        "metrics",
+        "target",
+        "averageValue",
+        "webhooks",
+        "rules",
+        "clientConfig",
+        "service",
+        "subjects",
+        "roleRef",
+        "limits",
+        "max",
+        "default",
+        "status",
+        "volumeClaimTemplates",
+        "podFailurePolicy",
+        "terminationGracePeriodSeconds",
+        "serviceAccount",
+        "serviceAccountName",
+        "egress",
+    ];
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+    fn value(rng: &mut Rng, depth: u32) -> Value {
+        match rng.below(if depth > 5 { 6 } else { 9 }) {
+            0 => Value::Null,
+            1 => json!(rng.below(2) == 0),
+            2 => json!(rng.below(2000) as i64 - 1000),
+            3 => json!(
+                [
+                    "1000m", "1.5Gi", "nginx", "", "Always", "0.5", "x:latest", "1e400"
+                ][rng.below(8) as usize]
+            ),
+            4 => json!(1.5),
+            5 => json!("RollingUpdate"),
+            6 | 7 => {
+                let mut map = serde_json::Map::new();
+                for _ in 0..rng.below(6) {
+                    let name = NAMES[rng.below(NAMES.len() as u64) as usize];
+                    map.insert(name.into(), value(rng, depth + 1));
+                }
+                Value::Object(map)
+            }
+            _ => Value::Array((0..rng.below(4)).map(|_| value(rng, depth + 1)).collect()),
+        }
+    }
+    let kinds = [
+        ("", "v1", "Pod"),
+        ("", "v1", "PodTemplate"),
+        ("", "v1", "ReplicationController"),
+        ("", "v1", "Service"),
+        ("", "v1", "Secret"),
+        ("", "v1", "Namespace"),
+        ("", "v1", "PersistentVolumeClaim"),
+        ("", "v1", "PersistentVolume"),
+        ("", "v1", "LimitRange"),
+        ("", "v1", "ResourceQuota"),
+        ("apps", "v1", "Deployment"),
+        ("apps", "v1", "StatefulSet"),
+        ("apps", "v1", "DaemonSet"),
+        ("batch", "v1", "Job"),
+        ("batch", "v1", "CronJob"),
+        ("networking.k8s.io", "v1", "NetworkPolicy"),
+        ("autoscaling", "v2", "HorizontalPodAutoscaler"),
+        ("rbac.authorization.k8s.io", "v1", "RoleBinding"),
+        (
+            "admissionregistration.k8s.io",
+            "v1",
+            "MutatingWebhookConfiguration",
+        ),
+        ("discovery.k8s.io", "v1", "EndpointSlice"),
+    ];
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for _ in 0..3000 {
+        let mut map = serde_json::Map::new();
+        for _ in 0..1 + rng.below(4) {
+            let name = NAMES[rng.below(NAMES.len() as u64) as usize];
+            map.insert(name.into(), value(&mut rng, 0));
+        }
+        let object = Value::Object(map);
+        for (group, version, kind) in kinds {
+            let gvk = GroupVersionKind {
+                group: group.into(),
+                version: version.into(),
+                kind: kind.into(),
+            };
+            let mut once = object.clone();
+            apply_defaults(&gvk, &mut once);
+            let mut twice = once.clone();
+            apply_defaults(&gvk, &mut twice);
+            assert_eq!(once, twice, "{kind} from {object}");
+        }
+    }
+}
