@@ -104,6 +104,11 @@ fn image(rng: &mut Rng) -> String {
         format!("busybox@{DIGEST}"),
         format!("busybox:latest@{DIGEST}"),
         format!("quay.io/org/app:1.0@{DIGEST}"),
+        // References the kubelet's parser refuses: the apiserver defaults them IfNotPresent.
+        "Nginx:latest".to_owned(),
+        "busybox:latest@sha256:abc".to_owned(),
+        "nginx:".to_owned(),
+        "registry.example.com:5000/Team/app".to_owned(),
     ];
     rng.pick(&images).clone()
 }

@@ -10,7 +10,7 @@ pub fn image_tag(image: &str) -> &str {
         Some((name, digest)) => (name, Some(digest)),
         None => (image, None),
     };
-    if name.is_empty() || !is_reference_name(name) {
+    if name.is_empty() || !is_reference_name(name) || !digest.is_none_or(is_digest) {
         return "";
     }
     let last_slash = name.rfind('/').map_or(0, |i| i + 1);
@@ -28,6 +28,27 @@ pub fn pull_policy_for(image: &str) -> &'static str {
     } else {
         "IfNotPresent"
     }
+}
+
+/// `ALGORITHM:HEX` as the docker reference grammar has it: sha256 and sha512 need their exact
+/// length; other algorithms at least 32 hex digits.
+fn is_digest(digest: &str) -> bool {
+    let Some((algorithm, hex)) = digest.split_once(':') else {
+        return false;
+    };
+    let algorithm_ok = !algorithm.is_empty()
+        && algorithm.split(['+', '.', '_', '-']).all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        });
+    let length_ok = match algorithm {
+        "sha256" => hex.len() == 64,
+        "sha512" => hex.len() == 128,
+        _ => hex.len() >= 32,
+    };
+    algorithm_ok && length_ok && hex.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// A loose form of the docker reference grammar: an optional domain (the first component, when
@@ -94,7 +115,11 @@ mod tests {
             ("registry.example.com:5000/team/app:v2", "v2"),
             ("localhost/app:latest", "latest"),
             ("nginx@sha256:0123", ""),
-            ("nginx:latest@sha256:0123", "latest"),
+            ("nginx:latest@sha256:0123", ""),
+            (
+                "nginx:latest@sha256:4bcff63911fcb4448bd4fdacec207030997caf25e9bea4045fa6c8c44de311d1",
+                "latest",
+            ),
             ("Nginx", ""),
             ("", ""),
             ("nginx:", ""),
