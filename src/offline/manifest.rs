@@ -547,6 +547,25 @@ mod tests {
     }
 
     #[test]
+    fn manifests_are_defaulted_as_the_apiserver_defaults_them() {
+        let pod = manifest(json!({"kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}], "volumes": [{"name": "v"}]}}));
+        let defaulted = pod.defaulted();
+        assert!(matches!(defaulted, Cow::Owned(_)));
+        assert_eq!(
+            defaulted.object["spec"]["volumes"][0]["emptyDir"],
+            json!({})
+        );
+        assert_eq!(
+            defaulted.object["spec"]["containers"][0]["imagePullPolicy"],
+            "Always"
+        );
+        assert!(pod.object["spec"]["volumes"][0].get("emptyDir").is_none());
+        let custom = manifest(json!({"apiVersion": "example.com/v1", "kind": "Gateway"}));
+        assert!(matches!(custom.defaulted(), Cow::Borrowed(_)));
+    }
+
+    #[test]
     fn bad_fields_are_named() {
         for (object, expected) in [
             (
