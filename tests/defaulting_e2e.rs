@@ -420,6 +420,24 @@ fn pod_spec(rng: &mut Rng, restart: &[&str], top_level_pod: bool) -> Value {
         }
         _ => {}
     }
+    if rng.chance(15) {
+        // An env file (EnvFiles, beta and on in 1.37): `optional` defaults to false.
+        let volumes = spec
+            .as_object_mut()
+            .unwrap()
+            .entry("volumes")
+            .or_insert(json!([]));
+        volumes
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "envs", "emptyDir": {}}));
+        let container = spec["containers"][0].as_object_mut().unwrap();
+        let env = container.entry("env").or_insert(json!([]));
+        env.as_array_mut()
+            .unwrap()
+            .push(json!({"name": "FROM_FILE", "valueFrom":
+            {"fileKeyRef": {"volumeName": "envs", "path": "a.env", "key": "K"}}}));
+    }
     let projects_token = spec["volumes"]
         .as_array()
         .is_some_and(|volumes| volumes.iter().any(|v| v.get("projected").is_some()));
