@@ -704,9 +704,16 @@ fn service(rng: &mut Rng, name: &str) -> Value {
     spec["ports"] = json!(ports);
     if service_type != "ExternalName" && rng.chance(30) {
         spec["sessionAffinity"] = json!("ClientIP");
-        if rng.chance(50) {
-            spec["sessionAffinityConfig"] = json!({"clientIP": {"timeoutSeconds": 600}});
+        match rng.below(3) {
+            0 => spec["sessionAffinityConfig"] = json!({"clientIP": {"timeoutSeconds": 600}}),
+            // No timeout: defaulting replaces the whole config.
+            1 => spec["sessionAffinityConfig"] = json!({"clientIP": {}}),
+            _ => {}
         }
+    } else if service_type != "ExternalName" && rng.chance(10) {
+        // Dropped by defaulting when the affinity is None.
+        spec["sessionAffinity"] = json!("None");
+        spec["sessionAffinityConfig"] = json!({"clientIP": {"timeoutSeconds": 600}});
     }
     if matches!(service_type, "NodePort" | "LoadBalancer") && rng.chance(30) {
         spec["externalTrafficPolicy"] = json!("Local");
