@@ -823,6 +823,20 @@ fn other(rng: &mut Rng, which: usize, name: &str) -> Value {
                 }
                 _ => {}
             }
+            if rng.chance(25) {
+                // The older version: only minReplicas and the CPU target.
+                let mut v1 = json!({"scaleTargetRef": spec["scaleTargetRef"].clone(),
+                    "maxReplicas": 5});
+                if rng.chance(40) {
+                    v1["targetCPUUtilizationPercentage"] = json!(50);
+                }
+                return object(
+                    "autoscaling/v1",
+                    "HorizontalPodAutoscaler",
+                    metadata(name, true, None),
+                    v1,
+                );
+            }
             object(
                 "autoscaling/v2",
                 "HorizontalPodAutoscaler",

@@ -1,4 +1,4 @@
-//! `autoscaling/v2`: HorizontalPodAutoscalers.
+//! `autoscaling/v2` and `autoscaling/v1`: HorizontalPodAutoscalers.
 
 use serde_json::{Value, json};
 
@@ -78,4 +78,23 @@ fn merged_rules(given: Option<&Value>, mut defaults: Value) -> Value {
         }
     }
     defaults
+}
+
+/// An `autoscaling/v1` HorizontalPodAutoscaler: `minReplicas: 1`, and the CPU target of 80%
+/// that its conversion adds when no metric is given. With the
+/// `autoscaling.alpha.kubernetes.io/metrics` annotation (metrics carried over from v2) the
+/// conversion derives the target from it; such an object is left as written.
+pub(super) fn horizontal_pod_autoscaler_v1(object: &mut Object) {
+    let annotated = object
+        .get("metadata")
+        .and_then(|metadata| metadata.get("annotations"))
+        .and_then(|annotations| annotations.get("autoscaling.alpha.kubernetes.io/metrics"))
+        .is_some();
+    let Some(spec) = child_or_empty(object, "spec") else {
+        return;
+    };
+    default_pointer_number(spec, "minReplicas", 1);
+    if !annotated {
+        default_pointer_number(spec, "targetCPUUtilizationPercentage", 80);
+    }
 }

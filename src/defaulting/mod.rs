@@ -88,6 +88,9 @@ pub fn apply_defaults(kind: &GroupVersionKind, object: &mut Value) -> bool {
         ("autoscaling", "v2", "HorizontalPodAutoscaler") => {
             autoscaling::horizontal_pod_autoscaler(map)
         }
+        ("autoscaling", "v1", "HorizontalPodAutoscaler") => {
+            autoscaling::horizontal_pod_autoscaler_v1(map)
+        }
         ("policy", "v1", "PodDisruptionBudget") => {}
         ("rbac.authorization.k8s.io", "v1", "RoleBinding" | "ClusterRoleBinding") => {
             rbac::binding(map)
