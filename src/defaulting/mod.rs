@@ -18,7 +18,7 @@
 //!
 //! Resource quantities are written back in their canonical form, as the typed object prints
 //! them (`1000m` → `1`, `1.5Gi` → `1536Mi`), and resource lists are rounded up to the
-//! milliunit ([`quantity`]).
+//! milliunit (`quantity`).
 //!
 //! A field of the wrong JSON type is left as it is (the apiserver refuses such an object
 //! before any of this runs); defaulting never panics.
