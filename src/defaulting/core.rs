@@ -221,3 +221,17 @@ pub(super) fn limit_range(object: &mut Object) {
         }
     }
 }
+
+/// A Node's `status.allocatable` is its `capacity` when unset; both are resource lists.
+pub(super) fn node(object: &mut Object) {
+    let Some(status) = child(object, "status") else {
+        return;
+    };
+    if is_empty(status, "allocatable")
+        && let Some(capacity) = status.get("capacity").filter(|c| c.is_object()).cloned()
+    {
+        status.insert("allocatable".into(), capacity);
+    }
+    resource_list(status, "capacity");
+    resource_list(status, "allocatable");
+}

@@ -74,7 +74,8 @@ pub fn apply_defaults(kind: &GroupVersionKind, object: &mut Value) -> bool {
         ("", "v1", "Endpoints") => core::endpoints(map),
         ("", "v1", "LimitRange") => core::limit_range(map),
         ("", "v1", "ResourceQuota") => core::resource_quota(map),
-        ("", "v1", "ConfigMap" | "ServiceAccount" | "Event" | "Node") => {}
+        ("", "v1", "Node") => core::node(map),
+        ("", "v1", "ConfigMap" | "ServiceAccount" | "Event") => {}
         ("apps", "v1", "Deployment") => apps::deployment(map),
         ("apps", "v1", "StatefulSet") => apps::stateful_set(map),
         ("apps", "v1", "DaemonSet") => apps::daemon_set(map),

@@ -339,3 +339,18 @@ fn random_shapes_never_panic_and_defaulting_is_idempotent() {
         }
     }
 }
+
+#[test]
+fn node_allocatable_defaults_to_capacity() {
+    // As `kubectl create --dry-run=server` on the e2e apiserver shows it.
+    let node = defaulted(
+        "",
+        "Node",
+        json!({"status": {"capacity": {"cpu": "4000m", "memory": "1024Mi"}}}),
+    );
+    assert_eq!(
+        node["status"],
+        json!({"capacity": {"cpu": "4", "memory": "1Gi"},
+            "allocatable": {"cpu": "4", "memory": "1Gi"}})
+    );
+}
