@@ -1402,3 +1402,34 @@ fn defaulting_agrees_with_the_apiserver() {
     );
     assert_eq!(compared, objects.len(), "kubectl returned too few objects");
 }
+
+/// Without an apiserver: the generator is deterministic, and the comparison reports a changed,
+/// a missing and an added field (so the differential test can fail).
+#[test]
+fn the_comparison_finds_differences() {
+    let objects = generate();
+    assert_eq!(objects, generate(), "the generator is seeded");
+    assert!(objects.len() >= 500, "{} objects", objects.len());
+    let pod = objects.iter().find(|o| o["kind"] == "Pod").unwrap();
+    let expected = expected(pod);
+    let mut answer = expected.clone();
+    answer["spec"]["dnsPolicy"] = json!("not-a-policy");
+    answer["spec"]["containers"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("terminationMessagePath");
+    answer["spec"]["hostname"] = json!("extra");
+    let mut found = vec![];
+    differences("", &expected, &answer, &mut found);
+    found.sort();
+    assert_eq!(found.len(), 3, "{found:#?}");
+    assert!(found[0].starts_with(".spec.containers[0].terminationMessagePath: Portcullis "));
+    assert!(found[1].starts_with(".spec.dnsPolicy: Portcullis "));
+    assert_eq!(
+        found[2],
+        ".spec.hostname: Portcullis absent, apiserver \"extra\""
+    );
+    let mut same = vec![];
+    differences("", &expected, &expected, &mut same);
+    assert!(same.is_empty());
+}
