@@ -3,8 +3,9 @@
 
 use std::hint::black_box;
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use portcullis::admission::{encode_review, parse_review};
+use portcullis::defaulting::apply_defaults;
 use portcullis::engine::{Endpoint, Engine, EvalContext};
 use portcullis::server::{AppState, RequestSettings, webhook_router};
 use tower::ServiceExt;
@@ -120,5 +121,41 @@ fn standard_set(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, pipeline, router, standard_set);
+/// The apiserver's defaulting of the same 10 KB Pod (`portcullis::defaulting`): alone (the
+/// object's clone is set up outside the measurement), and decode + default (the review parsed,
+/// then its object defaulted), as `check` and a typed round-trip would pay it.
+fn defaulting(c: &mut Criterion) {
+    let body = std::fs::read(format!(
+        "{}/tests/fixtures/bench/pod-10kb.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let review = parse_review(&body).unwrap();
+    let kind = review.request.kind.clone();
+    let object = review.request.object.clone().expect("the Pod");
+    let mut group = c.benchmark_group("default");
+    group.throughput(criterion::Throughput::Bytes(body.len() as u64));
+    group.bench_function("pod-10kb", |b| {
+        b.iter_batched(
+            || object.clone(),
+            |mut object| {
+                apply_defaults(black_box(&kind), &mut object);
+                object
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    group.bench_function("decode+default/pod-10kb", |b| {
+        b.iter(|| {
+            let mut review = parse_review(black_box(&body)).unwrap();
+            if let Some(object) = review.request.object.as_mut() {
+                apply_defaults(&review.request.kind, object);
+            }
+            black_box(review)
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, pipeline, router, standard_set, defaulting);
 criterion_main!(benches);

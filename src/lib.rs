@@ -5,6 +5,7 @@
 //!
 //! - [`admission`]: AdmissionReview envelopes (v1, v1beta1): parsing and encoding.
 //! - [`engine`]: the one [`engine::Engine::evaluate`] that both `serve` and offline commands call.
+//! - [`defaulting`]: the apiserver's defaulting of built-in kinds, on untyped objects.
 //! - [`patch`]: JSON Patch building for defaulting rules.
 //! - [`server`]: the webhook router, handlers, extractor, errors, listeners and shutdown.
 //! - [`admin`]: health, readiness and metrics endpoints.
@@ -16,6 +17,7 @@ pub mod admission;
 pub mod cli;
 pub mod cluster;
 pub mod commands;
+pub mod defaulting;
 pub mod engine;
 pub mod expressions;
 pub mod metrics;

@@ -141,24 +141,35 @@ fn json_output_has_one_object_per_document() {
         web["auditAnnotations"],
         json!({"pod-security-enforce-policy": "baseline:latest"})
     );
+    // The apiserver has already defaulted imagePullPolicy (a tagged image: IfNotPresent)
+    // before admission, so the built-in default rule has nothing to add there.
     assert_eq!(
         web["patch"],
         json!([
             {"op": "add", "path": "/spec/securityContext/seccompProfile",
-             "value": {"type": "RuntimeDefault"}},
-            {"op": "add", "path": "/spec/containers/0/imagePullPolicy", "value": "IfNotPresent"}
+             "value": {"type": "RuntimeDefault"}}
         ])
     );
     assert_eq!(
         web["patchedObject"],
+        // As the apiserver defaults it (kubectl create --dry-run=server shows the same
+        // fields), then patched.
         json!({"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": "web", "namespace": "team-a"},
                "spec": {"containers": [{"name": "web",
                                         "image": "nginxinc/nginx-unprivileged:1.27.3",
                                         "imagePullPolicy": "IfNotPresent",
+                                        "resources": {},
+                                        "terminationMessagePath": "/dev/termination-log",
+                                        "terminationMessagePolicy": "File",
                                         "securityContext": {
                                             "allowPrivilegeEscalation": false,
                                             "capabilities": {"drop": ["ALL"]}}}],
+                        "dnsPolicy": "ClusterFirst",
+                        "enableServiceLinks": true,
+                        "restartPolicy": "Always",
+                        "schedulerName": "default-scheduler",
+                        "terminationGracePeriodSeconds": 30,
                         "securityContext": {"runAsNonRoot": true,
                                             "seccompProfile": {"type": "RuntimeDefault"}}}})
     );
@@ -269,11 +280,10 @@ fn text_output_lists_verdicts_violations_warnings_and_patches() {
     );
     let allowed = line_of("ALLOWED  CREATE Pod team-a/web");
     assert_eq!(
-        lines[allowed + 1..allowed + 4],
+        lines[allowed + 1..allowed + 3],
         [
             "    audit      pod-security-enforce-policy: baseline:latest",
             "    patch      add /spec/securityContext/seccompProfile {\"type\":\"RuntimeDefault\"}",
-            "    patch      add /spec/containers/0/imagePullPolicy \"IfNotPresent\"",
         ]
     );
     assert!(lines[line_of("ALLOWED  CREATE ConfigMap team-a/settings")].contains("not sent"));
@@ -307,9 +317,11 @@ fn json_manifests_and_workload_templates() {
         deployment["auditAnnotations"],
         json!({"pod-security-audit-violations": warning})
     );
+    // The apiserver defaults the template's securityContext to {} before admission: the
+    // seccomp default goes inside it.
     assert_eq!(
         deployment["patch"][0]["path"],
-        "/spec/template/spec/securityContext"
+        "/spec/template/spec/securityContext/seccompProfile"
     );
 
     // A native Deny rule looks into the template and names the field there.
@@ -358,7 +370,8 @@ fn update_and_delete_operations() {
             .unwrap()
             .starts_with("would violate PodSecurity \"restricted:latest\": ")
     );
-    assert_eq!(deployment["patch"].as_array().unwrap().len(), 2);
+    // Only the seccomp default: imagePullPolicy is already defaulted by the apiserver.
+    assert_eq!(deployment["patch"].as_array().unwrap().len(), 1);
     assert_eq!(
         deployment["patchedObject"]["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
         "IfNotPresent"
@@ -743,4 +756,16 @@ fn cel_limits_come_from_flags() {
         "{}",
         stderr(&zero)
     );
+}
+
+#[test]
+fn manifests_are_defaulted_before_admission() {
+    // The apiserver turns a volume without a source into an emptyDir before admission, so
+    // "restricted" admits the Pod; a review is what the apiserver sent and is not defaulted.
+    let results = check_json(&["tests/fixtures/check/defaulted-volume.yaml"], 0);
+    let pod = find(&results, "Pod", "scratch-user");
+    assert_eq!(pod["allowed"], true, "{pod:#}");
+    assert_eq!(pod["violations"], json!([]));
+    assert_eq!(pod["warnings"], json!([]));
+    assert_eq!(pod["patch"], Value::Null);
 }

@@ -10,8 +10,10 @@
 //! - fixtures of the newest version give the same answers at `latest` and at newer minors.
 //!
 //! Upstream's own test creates the fixtures through an apiserver, so they are evaluated after
-//! its defaulting; the one default a fixture relies on (a volume without a source becomes an
-//! `emptyDir`) is applied here too.
+//! its defaulting; here each fixture goes through the product's own manifest path
+//! (`Manifest::from_object`, then `Manifest::defaulted`, as `portcullis check` does), so the
+//! defaults a fixture relies on (a volume without a source becomes an `emptyDir`) come from
+//! Portcullis, not from this test.
 //!
 //! The fixtures come from `scripts/fetch-psa-fixtures.sh` (Go's module download, cached outside
 //! git), or from `PORTCULLIS_PSA_TESTDATA` (the module directory or its `test/testdata`). Without
@@ -28,6 +30,7 @@ use std::process::Command;
 use portcullis::engine::pod_security::{
     CheckFailure, LATEST_MINOR, Level, LevelVersion, Version, check_pod, violation_message,
 };
+use portcullis::offline::{Manifest, Source};
 use serde_json::Value;
 
 use allocations::allocations_of;
@@ -66,60 +69,17 @@ const REPLACEMENTS: &[(&str, &str, u32)] = &[
     ("seccompProfile_baseline", "seccompProfile_restricted", 19),
 ];
 
-/// Every field of a VolumeSource. A volume that sets none of them is given `emptyDir: {}` by
-/// the apiserver's defaulting (`SetDefaults_Volume`) before admission runs; upstream's
-/// `restrictedvolumes0` pass fixtures rely on that ("implicit empty dir"), so the test defaults
-/// them the same way. The evaluator itself, like upstream's, reports such a volume as
-/// `unknown`.
-const VOLUME_SOURCES: [&str; 30] = [
-    "hostPath",
-    "emptyDir",
-    "gcePersistentDisk",
-    "awsElasticBlockStore",
-    "gitRepo",
-    "secret",
-    "nfs",
-    "iscsi",
-    "glusterfs",
-    "persistentVolumeClaim",
-    "rbd",
-    "flexVolume",
-    "cinder",
-    "cephfs",
-    "flocker",
-    "downwardAPI",
-    "fc",
-    "azureFile",
-    "configMap",
-    "vsphereVolume",
-    "quobyte",
-    "azureDisk",
-    "photonPersistentDisk",
-    "projected",
-    "portworxVolume",
-    "scaleIO",
-    "storageos",
-    "csi",
-    "ephemeral",
-    "image",
-];
-
-/// Applies the apiserver's volume defaulting (see [`VOLUME_SOURCES`]).
-fn default_volumes(pod: &mut Value) {
-    let Some(volumes) = pod
-        .pointer_mut("/spec/volumes")
-        .and_then(Value::as_array_mut)
-    else {
-        return;
+/// The Pod as `portcullis check` would send it for admission: recognised as a manifest and
+/// defaulted by the product.
+fn as_admitted(path: &Path, pod: Value) -> Value {
+    let source = Source {
+        file: path.to_path_buf(),
+        index: 0,
+        item: None,
     };
-    for volume in volumes.iter_mut().filter_map(Value::as_object_mut) {
-        let has_source = VOLUME_SOURCES
-            .iter()
-            .any(|source| volume.get(*source).is_some_and(|v| !v.is_null()));
-        if !has_source {
-            volume.insert("emptyDir".to_owned(), Value::Object(Default::default()));
-        }
-    }
+    let manifest =
+        Manifest::from_object(&source, pod).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    manifest.defaulted().object.clone()
 }
 
 /// Upstream's answers: (level, minor, file name) → aggregate detail.
@@ -298,9 +258,9 @@ fn upstream_fixtures() {
                     let shown = format!("{}/{version_name}/{outcome}/{file}", level.as_str());
                     let text = std::fs::read_to_string(&path)
                         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-                    let mut pod: Value = serde_norway::from_str(&text)
+                    let pod: Value = serde_norway::from_str(&text)
                         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-                    default_volumes(&mut pod);
+                    let pod = as_admitted(&path, pod);
                     let metadata = pod.get("metadata").unwrap_or(&Value::Null);
                     let spec = pod.get("spec").unwrap_or(&Value::Null);
                     let failures = check_pod(level_version, metadata, spec);

@@ -109,14 +109,28 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// The request a document stands for: a review's own, or the one the apiserver would
-    /// send for a manifest and `operation` (ignored for reviews).
+    /// The request a document stands for: a review's own, or the one for a manifest and
+    /// `operation` (ignored for reviews) with the manifest's object as written.
     pub fn request(document: &InputDocument, operation: Operation) -> AdmissionRequest {
         match &document.input {
             Input::Review(review) => review.request.clone(),
             Input::Manifest(manifest) => {
                 let seed = format!("{}#{operation}", document.source);
                 manifest.request(operation, offline_uid(&seed))
+            }
+        }
+    }
+
+    /// The request the apiserver would send for a document: [`Checker::request`], with a
+    /// manifest's object defaulted first as the apiserver defaults what it decodes
+    /// ([`crate::defaulting::apply_defaults`]). A review is what the apiserver sent and is
+    /// left as it is.
+    pub fn admission_request(document: &InputDocument, operation: Operation) -> AdmissionRequest {
+        match &document.input {
+            Input::Review(review) => review.request.clone(),
+            Input::Manifest(manifest) => {
+                let seed = format!("{}#{operation}", document.source);
+                manifest.defaulted().request(operation, offline_uid(&seed))
             }
         }
     }
@@ -128,7 +142,7 @@ impl<'a> Checker<'a> {
         document: &InputDocument,
         operation: Operation,
     ) -> Result<CheckResult, CheckError> {
-        let request = Self::request(document, operation);
+        let request = Self::admission_request(document, operation);
         let registration = matches!(document.input, Input::Manifest(_));
         self.check_request(&document.source, &request, registration)
     }

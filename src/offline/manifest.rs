@@ -1,12 +1,15 @@
 //! A manifest as the kube-apiserver would admit it: the resource its kind is served as, its
 //! scope and namespace, and the [`AdmissionRequest`] for an operation.
 
+use std::borrow::Cow;
+
 use serde_json::{Value, json};
 
 use super::input::{InputError, Source};
 use crate::admission::{
     AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation, UserInfo,
 };
+use crate::defaulting::apply_defaults;
 
 /// The user offline requests are made as: `portcullis:offline`, in `system:authenticated`.
 /// Rules that look at the user see an ordinary, unprivileged one.
@@ -370,6 +373,22 @@ impl Manifest {
         })
     }
 
+    /// The manifest with its object defaulted as the apiserver defaults a decoded object of
+    /// its kind ([`apply_defaults`]); unchanged for kinds without defaults here (custom
+    /// resources).
+    #[must_use]
+    pub fn defaulted(&self) -> Cow<'_, Manifest> {
+        let mut object = self.object.clone();
+        if apply_defaults(&self.kind, &mut object) && object != self.object {
+            Cow::Owned(Manifest {
+                object,
+                ..self.clone()
+            })
+        } else {
+            Cow::Borrowed(self)
+        }
+    }
+
     /// `apiVersion` as written in manifests (`v1`, `apps/v1`).
     pub fn api_version(&self) -> String {
         api_version(&self.kind)
@@ -525,6 +544,25 @@ mod tests {
         let delete = pod.request(Operation::Delete, "u".into());
         assert!(delete.object.is_none() && delete.old_object.is_some());
         assert_eq!(delete.options.unwrap()["kind"], "DeleteOptions");
+    }
+
+    #[test]
+    fn manifests_are_defaulted_as_the_apiserver_defaults_them() {
+        let pod = manifest(json!({"kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}], "volumes": [{"name": "v"}]}}));
+        let defaulted = pod.defaulted();
+        assert!(matches!(defaulted, Cow::Owned(_)));
+        assert_eq!(
+            defaulted.object["spec"]["volumes"][0]["emptyDir"],
+            json!({})
+        );
+        assert_eq!(
+            defaulted.object["spec"]["containers"][0]["imagePullPolicy"],
+            "Always"
+        );
+        assert!(pod.object["spec"]["volumes"][0].get("emptyDir").is_none());
+        let custom = manifest(json!({"apiVersion": "example.com/v1", "kind": "Gateway"}));
+        assert!(matches!(custom.defaulted(), Cow::Borrowed(_)));
     }
 
     #[test]
