@@ -88,7 +88,7 @@ fn a_failing_suite_exits_1_with_the_mismatches() {
     );
     assert!(
         patched.contains(
-            "patched object differs at /spec/containers/0/imagePullPolicy: expected \"Always\", got \"IfNotPresent\""
+            "patched object differs at /spec/containers/0/imagePullPolicy: expected \"Never\", got \"Always\""
         ),
         "{patched}"
     );

@@ -158,7 +158,7 @@ fn mismatches(case: &LoadedCase, result: &CheckResult, object: Option<&Value>) -
 
 pub(super) fn run_case(suite: &LoadedSuite, case: &LoadedCase) -> CaseOutcome {
     let checker = Checker::new(&suite.engine, &suite.namespaces);
-    let request = Checker::request(&case.document, case.operation);
+    let request = Checker::admission_request(&case.document, case.operation);
     let registration = matches!(case.document.input, Input::Manifest(_));
     let (status, reason) =
         match checker.check_request(&case.document.source, &request, registration) {
