@@ -19,6 +19,12 @@ pub struct Violation {
     pub path: String,
     /// Why it is refused.
     pub message: String,
+    /// Whether an admission policy (ValidatingAdmissionPolicy, MutatingAdmissionPolicy)
+    /// reported it: its message is then the apiserver's whole denial text, answered without
+    /// the `[policy/rule]` prefix, and only the first such violation is answered, as the
+    /// apiserver reports only its first denied decision.
+    #[serde(skip)]
+    pub admission_policy: bool,
 }
 
 impl fmt::Display for Violation {
@@ -136,14 +142,24 @@ impl Decision {
         self.violations.is_empty()
     }
 
-    /// The denial message: every violation, in order, separated by `; `.
+    /// The denial message: every violation, in order, separated by `; `, except that of the
+    /// admission policies' violations only the first is given, in the apiserver's words.
     pub fn denial_message(&self) -> String {
         let mut message = String::new();
-        for (i, violation) in self.violations.iter().enumerate() {
-            if i > 0 {
+        let mut admission_policy_reported = false;
+        for violation in &self.violations {
+            if violation.admission_policy && std::mem::replace(&mut admission_policy_reported, true)
+            {
+                continue;
+            }
+            if !message.is_empty() {
                 message.push_str("; ");
             }
-            message.push_str(&violation.to_string());
+            if violation.admission_policy {
+                message.push_str(&violation.message);
+            } else {
+                message.push_str(&violation.to_string());
+            }
         }
         message
     }
@@ -178,6 +194,7 @@ mod tests {
             rule: "r".into(),
             path: "spec".into(),
             message: message.into(),
+            admission_policy: false,
         }
     }
 
@@ -206,5 +223,29 @@ mod tests {
         assert_eq!(response.status.unwrap().message, "[p/r] spec: no");
         assert_eq!(response.warnings.len(), 1);
         assert_eq!(response.audit_annotations.len(), 1);
+    }
+
+    #[test]
+    fn admission_policy_denials_are_answered_as_the_apiserver_does() {
+        let admission = |message: &str| Violation {
+            admission_policy: true,
+            path: String::new(),
+            ..violation("vap", message)
+        };
+        let mut decision = Decision::default();
+        decision.record(
+            Action::Deny,
+            [
+                admission("ValidatingAdmissionPolicy 'vap' with binding 'b' denied request: one"),
+                admission("ValidatingAdmissionPolicy 'vap' with binding 'b' denied request: two"),
+                violation("p", "no"),
+            ]
+            .into_iter(),
+        );
+        assert_eq!(
+            decision.denial_message(),
+            "ValidatingAdmissionPolicy 'vap' with binding 'b' denied request: one; [p/r] spec: no"
+        );
+        assert_eq!(decision.violations.len(), 3);
     }
 }

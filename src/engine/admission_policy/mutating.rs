@@ -223,6 +223,7 @@ fn run_policy<'r>(
                             "policy '{name}' with binding '{}' denied request: {message}",
                             binding.name
                         ),
+                        admission_policy: true,
                     });
                 }
             };

@@ -350,6 +350,7 @@ fn deny(
         message: format!(
             "ValidatingAdmissionPolicy '{name}' with binding '{binding}' denied request: {message}"
         ),
+        admission_policy: true,
     });
 }
 

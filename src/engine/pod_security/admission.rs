@@ -403,6 +403,7 @@ impl PodSecurityAdmission {
                     go_quote(request.name.as_deref().unwrap_or("")),
                     aggregate(&errors)
                 ),
+                admission_policy: false,
             });
         };
         let exempt = self.exempt_namespace(request.namespace.as_deref().unwrap_or(""));
@@ -602,6 +603,7 @@ impl PodSecurityAdmission {
                 rule: "enforce".into(),
                 path: String::new(),
                 message: violation_message(policy.enforce, failures),
+                admission_policy: false,
             });
             refused = true;
         }

@@ -177,6 +177,7 @@ pub fn attribute(
             rule: rule.to_owned(),
             path,
             message: message.map_or(text, str::to_owned),
+            admission_policy: false,
         });
     }
 }
