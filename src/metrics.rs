@@ -61,6 +61,10 @@ pub struct Metrics {
     pub panics: Counter,
     /// Connections closed at accept because `--max-connections` were open.
     pub connections_rejected: Counter,
+    /// Requests waiting for an evaluation slot now.
+    pub evaluations_waiting: Gauge,
+    /// Time requests waited for an evaluation slot.
+    pub evaluation_wait: Histogram,
 }
 
 impl Default for Metrics {
@@ -82,6 +86,8 @@ impl Metrics {
         let reloads = Family::<ReloadLabels, Counter>::default();
         let panics = Counter::default();
         let connections_rejected = Counter::default();
+        let evaluations_waiting = Gauge::default();
+        let evaluation_wait = duration_histogram();
         registry.register(
             "portcullis_admission_requests",
             "Admission requests answered, by endpoint, decision and code",
@@ -117,9 +123,21 @@ impl Metrics {
             "Connections closed at accept because the connection limit was reached",
             connections_rejected.clone(),
         );
+        registry.register(
+            "portcullis_evaluations_waiting",
+            "Admission requests waiting for an evaluation slot",
+            evaluations_waiting.clone(),
+        );
+        registry.register(
+            "portcullis_evaluation_wait_seconds",
+            "Time admission requests waited for an evaluation slot",
+            evaluation_wait.clone(),
+        );
         Metrics {
             registry,
             connections_rejected,
+            evaluations_waiting,
+            evaluation_wait,
             requests,
             duration,
             in_flight,

@@ -368,6 +368,56 @@ async fn a_passed_deadline_is_an_evaluation_failure() {
 }
 
 #[tokio::test]
+async fn busy_evaluation_slots_give_the_on_error_answer_at_the_deadline() {
+    let state = AppState::new(
+        Engine::builtin(),
+        RequestSettings {
+            max_concurrent_evaluations: 2,
+            ..RequestSettings::default()
+        },
+    );
+    let router = webhook_router(state.clone());
+    // Every slot is taken, as by two slow evaluations.
+    let held = state
+        .evaluation_slots
+        .clone()
+        .try_acquire_many_owned(2)
+        .unwrap();
+    let (status, review) = call(
+        &router,
+        post_json("/validate?timeout=0s", minimal_review().to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let message = review["response"]["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("every evaluation slot was busy until the deadline"),
+        "{review}"
+    );
+    assert_eq!(review["response"]["status"]["code"], 500);
+    // A freed slot is used again.
+    drop(held);
+    let (_, review) = call(
+        &router,
+        post_json(
+            "/validate",
+            read_fixture("reviews/pod-create-compliant.json"),
+        ),
+    )
+    .await;
+    assert_eq!(review["response"]["allowed"], true, "{review}");
+    let metrics = state.metrics.encode();
+    assert!(
+        metrics.contains("portcullis_evaluations_waiting 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("portcullis_evaluation_wait_seconds_count 2"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
 async fn metrics_and_health_after_traffic() {
     let (router, state) = builtin_router();
     call(

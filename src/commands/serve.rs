@@ -32,6 +32,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 max_body_bytes: args.max_body_bytes,
                 request_timeout: args.request_timeout,
                 on_error: args.on_error,
+                max_concurrent_evaluations: usize::from(args.max_concurrent_evaluations),
             },
             connections: ConnectionSettings {
                 max_connections: args.max_connections,

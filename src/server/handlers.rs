@@ -1,4 +1,5 @@
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::State;
@@ -10,11 +11,11 @@ use crate::admission::{AdmissionRequest, AdmissionResponse, encode_review};
 use crate::engine::{Decision, Endpoint, Engine, EvalContext, EvalError};
 
 pub(super) async fn validate(State(state): State<AppState>, body: AdmissionReviewBody) -> Response {
-    admit(&state, body, Endpoint::Validate)
+    admit(state, body, Endpoint::Validate).await
 }
 
 pub(super) async fn mutate(State(state): State<AppState>, body: AdmissionReviewBody) -> Response {
-    admit(&state, body, Endpoint::Mutate)
+    admit(state, body, Endpoint::Mutate).await
 }
 
 pub(super) async fn not_found(uri: Uri) -> ApiError {
@@ -55,7 +56,7 @@ fn decide(
     request: &AdmissionRequest,
     deadline: Instant,
     endpoint: Endpoint,
-) -> (AdmissionResponse, usize, usize) {
+) -> Decided {
     let context = EvalContext::new(endpoint)
         .with_deadline(deadline)
         .with_namespaces(state.namespaces.as_ref());
@@ -68,43 +69,125 @@ fn guarded(
     state: &AppState,
     uid: &str,
     evaluate: impl FnOnce() -> Result<Decision, EvalError>,
-) -> (AdmissionResponse, usize, usize) {
+) -> Decided {
     let on_error = state.settings.on_error;
     match std::panic::catch_unwind(AssertUnwindSafe(evaluate)) {
-        Ok(Ok(decision)) => (
-            decision.to_response(uid),
-            decision.violations.len(),
-            decision.patch.as_ref().map_or(0, Vec::len),
-        ),
+        Ok(Ok(decision)) => Decided {
+            response: decision.to_response(uid),
+            violations: decision.violations.len(),
+            patch_operations: decision.patch.as_ref().map_or(0, Vec::len),
+        },
         Ok(Err(error)) => {
             tracing::warn!(uid = %uid, error = %error, "evaluation failed");
-            (evaluation_failure(on_error, uid, &error.to_string()), 0, 0)
+            Decided::failed(evaluation_failure(on_error, uid, &error.to_string()))
         }
         Err(_) => {
             state.metrics.panics.inc();
             tracing::error!(uid = %uid, "a policy rule panicked");
-            (
-                evaluation_failure(on_error, uid, "a policy rule panicked"),
-                0,
-                0,
-            )
+            Decided::failed(evaluation_failure(on_error, uid, "a policy rule panicked"))
         }
     }
 }
 
-fn admit(state: &AppState, body: AdmissionReviewBody, endpoint: Endpoint) -> Response {
-    let started = Instant::now();
-    let request = &body.review.request;
-    let engine = state.engine.load();
+/// What deciding a request gave: the answer, and the counts its log line reports.
+struct Decided {
+    response: AdmissionResponse,
+    violations: usize,
+    patch_operations: usize,
+}
+
+impl Decided {
+    fn failed(response: AdmissionResponse) -> Self {
+        Decided {
+            response,
+            violations: 0,
+            patch_operations: 0,
+        }
+    }
+}
+
+/// Decides `body` on the blocking pool, off the async workers that accept connections and
+/// answer probes, once an evaluation slot (`--max-concurrent-evaluations`) is free. A request
+/// that gets no slot before its deadline gets the `--on-error` answer instead of queueing past
+/// the apiserver's timeout.
+async fn decide_off_workers(
+    state: &AppState,
+    engine: Arc<Engine>,
+    body: AdmissionReviewBody,
+    endpoint: Endpoint,
+) -> Result<(Decided, AdmissionReviewBody), Response> {
     let on_error = state.settings.on_error;
-    let (response, violations, patch_operations) = match engine.as_deref() {
-        Some(engine) => decide(state, engine, request, body.deadline, endpoint),
-        None => (
-            evaluation_failure(on_error, &request.uid, POLICIES_NOT_LOADED),
-            0,
-            0,
-        ),
+    let waited = Instant::now();
+    state.metrics.evaluations_waiting.inc();
+    let permit = tokio::time::timeout_at(
+        body.deadline.into(),
+        state.evaluation_slots.clone().acquire_owned(),
+    )
+    .await;
+    state.metrics.evaluations_waiting.dec();
+    state
+        .metrics
+        .evaluation_wait
+        .observe(waited.elapsed().as_secs_f64());
+    let Ok(Ok(permit)) = permit else {
+        let uid = &body.review.request.uid;
+        tracing::warn!(uid = %uid, "no evaluation slot before the deadline");
+        let response = evaluation_failure(on_error, uid, NO_EVALUATION_SLOT);
+        return Ok((Decided::failed(response), body));
     };
+    let worker_state = state.clone();
+    let uid = body.review.request.uid.clone();
+    let version = body.review.version;
+    let evaluated = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let decided = decide(
+            &worker_state,
+            &engine,
+            &body.review.request,
+            body.deadline,
+            endpoint,
+        );
+        (decided, body)
+    })
+    .await;
+    evaluated.map_err(|error| {
+        // Only when the runtime shuts down under it: the request went with the task.
+        tracing::error!(uid = %uid, %error, "evaluation task did not finish");
+        let response = evaluation_failure(on_error, &uid, "evaluation was cancelled");
+        (
+            [(header::CONTENT_TYPE, "application/json")],
+            encode_review(version, &response),
+        )
+            .into_response()
+    })
+}
+
+/// The reason given when no evaluation slot freed up before the request's deadline.
+const NO_EVALUATION_SLOT: &str =
+    "every evaluation slot was busy until the deadline (--max-concurrent-evaluations)";
+
+async fn admit(state: AppState, body: AdmissionReviewBody, endpoint: Endpoint) -> Response {
+    let started = Instant::now();
+    let (decided, body) = match state.engine.load_full() {
+        Some(engine) => match decide_off_workers(&state, engine, body, endpoint).await {
+            Ok(done) => done,
+            Err(response) => return response,
+        },
+        None => {
+            let response = evaluation_failure(
+                state.settings.on_error,
+                &body.review.request.uid,
+                POLICIES_NOT_LOADED,
+            );
+            (Decided::failed(response), body)
+        }
+    };
+    let request = &body.review.request;
+    let Decided {
+        response,
+        violations,
+        patch_operations,
+    } = decided;
     let code = response.status.as_ref().map_or(200, |status| status.code);
     tracing::info!(
         uid = %request.uid,
@@ -150,8 +233,12 @@ mod tests {
                     ..RequestSettings::default()
                 },
             );
-            let (response, violations, operations) = guarded(&state, "u", || panic!("rule bug"));
-            assert_eq!((violations, operations), (0, 0));
+            let Decided {
+                response,
+                violations,
+                patch_operations,
+            } = guarded(&state, "u", || panic!("rule bug"));
+            assert_eq!((violations, patch_operations), (0, 0));
             assert_eq!(response.uid, "u");
             match on_error {
                 OnError::Deny => {

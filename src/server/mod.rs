@@ -40,6 +40,11 @@ pub enum OnError {
     Deny,
 }
 
+/// Default of `--max-concurrent-evaluations`. Evaluations are CPU work: more of them than
+/// cores only time-share, but a few slow ones must not hold up the many quick ones, so the
+/// slots outnumber the cores and the kernel shares the CPU among them.
+pub const DEFAULT_MAX_CONCURRENT_EVALUATIONS: u16 = 64;
+
 /// Per-request limits and failure behaviour.
 #[derive(Debug, Clone)]
 pub struct RequestSettings {
@@ -49,6 +54,9 @@ pub struct RequestSettings {
     pub request_timeout: Duration,
     /// The answer when evaluation fails.
     pub on_error: OnError,
+    /// Evaluations that may run at once on the blocking pool; more wait for a slot until
+    /// their deadline.
+    pub max_concurrent_evaluations: usize,
 }
 
 impl Default for RequestSettings {
@@ -57,6 +65,7 @@ impl Default for RequestSettings {
             max_body_bytes: 3 * 1024 * 1024,
             request_timeout: Duration::from_secs(2),
             on_error: OnError::Deny,
+            max_concurrent_evaluations: usize::from(DEFAULT_MAX_CONCURRENT_EVALUATIONS),
         }
     }
 }
@@ -75,6 +84,8 @@ pub struct AppState {
     pub settings: Arc<RequestSettings>,
     /// Namespace labels for selectors and Pod Security (none known unless a cluster is watched).
     pub namespaces: Arc<dyn NamespaceLookup>,
+    /// Slots for evaluations running at once (`--max-concurrent-evaluations`).
+    pub evaluation_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
@@ -92,6 +103,9 @@ impl AppState {
             engine: Arc::new(ArcSwapOption::empty()),
             metrics: Arc::new(Metrics::new()),
             readiness: Arc::new(Readiness::default()),
+            evaluation_slots: Arc::new(tokio::sync::Semaphore::new(
+                settings.max_concurrent_evaluations.max(1),
+            )),
             settings: Arc::new(settings),
             namespaces: Arc::new(NoNamespaces),
         }
