@@ -4,8 +4,10 @@
 
 use serde_json::Value as Json;
 
+use super::AdmissionPolicies;
 use super::apply_configuration::merge_apply_configuration;
-use super::{AdmissionPolicies, BindingCore, PolicyCore};
+use super::binding::BindingCore;
+use super::policy_core::PolicyCore;
 use crate::admission::AdmissionRequest;
 use crate::engine::cel_input::CelInput;
 use crate::engine::{Decision, NamespaceLookup, Violation};

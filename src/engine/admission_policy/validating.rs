@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{AdmissionPolicies, BindingCore, Bound, PolicyCore};
+use super::AdmissionPolicies;
+use super::binding::{BindingCore, Bound};
+use super::policy_core::PolicyCore;
 use crate::admission::AdmissionRequest;
 use crate::engine::audit_annotation_key;
 use crate::engine::cel_input::failure_message;

@@ -1,0 +1,166 @@
+//! Bindings, and the one dispatch both policy kinds share: matchConstraints, each matching
+//! binding, its parameter objects.
+
+use serde_json::Value as Json;
+
+use super::params::ParamStore;
+use super::policy_core::{PolicyCore, check_match_resources, check_selector};
+use super::resource_match::ResourceMatcher;
+use super::scope::Scope;
+use super::variables::Variables;
+use crate::admission::AdmissionRequest;
+use crate::engine::NamespaceLookup;
+use crate::engine::cel_input::CelInput;
+use crate::policy::admission_policy::{MatchResources, ParamRef, ParameterNotFoundAction};
+use crate::policy::{DocumentSource, PolicyError};
+
+/// A binding, compiled.
+pub(super) struct BindingCore {
+    pub(super) name: String,
+    pub(super) param_ref: Option<ParamRef>,
+    pub(super) matcher: Option<ResourceMatcher>,
+}
+
+impl BindingCore {
+    pub(super) fn compile(
+        source: &DocumentSource,
+        name: &str,
+        param_ref: &Option<ParamRef>,
+        match_resources: &Option<MatchResources>,
+    ) -> Result<Self, PolicyError> {
+        if let Some(param_ref) = param_ref {
+            if param_ref.name.is_some() == param_ref.selector.is_some() {
+                return Err(PolicyError::at(
+                    source,
+                    "spec.paramRef",
+                    "set exactly one of name and selector",
+                ));
+            }
+            if param_ref.parameter_not_found_action.is_none() {
+                return Err(PolicyError::at(
+                    source,
+                    "spec.paramRef.parameterNotFoundAction",
+                    "required: Allow or Deny",
+                ));
+            }
+            check_selector(source, "spec.paramRef.selector", &param_ref.selector)?;
+        }
+        if let Some(resources) = match_resources {
+            check_match_resources(source, "spec.matchResources", resources)?;
+        }
+        Ok(BindingCore {
+            name: name.to_owned(),
+            param_ref: param_ref.clone(),
+            matcher: match_resources.as_ref().map(ResourceMatcher::new),
+        })
+    }
+
+    pub(super) fn matches(
+        &self,
+        request: &AdmissionRequest,
+        namespaces: &dyn NamespaceLookup,
+    ) -> bool {
+        self.matcher
+            .as_ref()
+            .is_none_or(|matcher| matcher.matches(request, namespaces))
+    }
+
+    /// The parameter objects to evaluate with: `[None]` without `paramKind`, otherwise the
+    /// objects `paramRef` finds; an error is a configuration error of the binding.
+    pub(super) fn params<'p>(
+        &self,
+        policy: &PolicyCore,
+        store: &'p ParamStore,
+        request: &AdmissionRequest,
+    ) -> Result<Vec<Option<&'p Json>>, String> {
+        let Some(kind) = &policy.param_kind else {
+            return Ok(vec![None]);
+        };
+        let Some(param_ref) = &self.param_ref else {
+            return Err(format!(
+                "paramKind kind `{}` is set on the policy but the binding has no paramRef",
+                kind.kind
+            ));
+        };
+        let found = store.find(kind, param_ref, request)?;
+        if found.is_empty()
+            && param_ref.parameter_not_found_action == Some(ParameterNotFoundAction::Deny)
+        {
+            return Err(
+                "no params found for policy binding with `Deny` parameterNotFoundAction".into(),
+            );
+        }
+        Ok(found.into_iter().map(Some).collect())
+    }
+}
+
+/// A binding as both policy kinds keep it.
+pub(super) trait Bound {
+    fn binding(&self) -> &BindingCore;
+}
+
+impl Bound for BindingCore {
+    fn binding(&self) -> &BindingCore {
+        self
+    }
+}
+
+/// One evaluation of a policy: a matching binding with one of its parameter objects.
+pub(super) struct Evaluation<'a, 'r> {
+    pub(super) input: &'a CelInput<'r>,
+    pub(super) param: Option<&'a Json>,
+    pub(super) variables: &'a Variables,
+}
+
+impl<'a> Evaluation<'a, '_> {
+    /// The scope of expressions on `object` (the object as sent, or as mutated so far).
+    pub(super) fn scope<'s>(&'s self, object: Option<&'s Json>) -> Scope<'s>
+    where
+        'a: 's,
+    {
+        Scope::new(self.input, object, self.param, self.variables)
+    }
+}
+
+impl PolicyCore {
+    /// The binding dispatch both policy kinds share. When the policy's matchConstraints match
+    /// `request`, each binding whose matchResources match is visited once per parameter object
+    /// its paramRef finds, or once with the error when they cannot be found. Returns whether
+    /// the policy matched. The CEL input is built on the first visit and kept for the request.
+    pub(super) fn dispatch<'a, 'r, B: Bound>(
+        &'a self,
+        bindings: &'a [B],
+        params: &'a ParamStore,
+        request: &'r AdmissionRequest,
+        namespaces: &dyn NamespaceLookup,
+        input: &'a mut Option<CelInput<'r>>,
+        mut visit: impl FnMut(&'a B, Result<Evaluation<'_, 'r>, String>),
+    ) -> bool {
+        if bindings.is_empty() || !self.constraints.matches(request, namespaces) {
+            return false;
+        }
+        for bound in bindings {
+            let binding = bound.binding();
+            if !binding.matches(request, namespaces) {
+                continue;
+            }
+            let found = match binding.params(self, params, request) {
+                Ok(found) => found,
+                Err(error) => {
+                    visit(bound, Err(format!("failed to configure binding: {error}")));
+                    continue;
+                }
+            };
+            let input = &*input.get_or_insert_with(|| CelInput::new(request, namespaces));
+            for param in found {
+                let evaluation = Evaluation {
+                    input,
+                    param,
+                    variables: &self.variables,
+                };
+                visit(bound, Ok(evaluation));
+            }
+        }
+        true
+    }
+}

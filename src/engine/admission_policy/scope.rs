@@ -1,0 +1,66 @@
+//! One evaluation's CEL scope: the request's input, the object, the parameter, and the
+//! policy's variables evaluated when first read.
+
+use serde_json::Value as Json;
+
+use super::variables::Variables;
+use crate::engine::cel_input::CelInput;
+use crate::expressions::{Activation, CelEvalError, Expression};
+
+/// One evaluation's variables: the request's, the object, the parameter, and `variables.*`
+/// evaluated when an expression first reads them (an error only fails the expressions that
+/// read the variable).
+pub(super) struct Scope<'a> {
+    pub(super) activation: Activation<'a>,
+}
+
+impl<'a> Scope<'a> {
+    pub(super) fn new(
+        input: &'a CelInput<'a>,
+        object: Option<&'a Json>,
+        params: Option<&'a Json>,
+        variables: &'a Variables,
+    ) -> Self {
+        let mut activation = input.activation(object);
+        if let Some(params) = params {
+            activation = activation.params(params);
+        }
+        if !variables.names.is_empty() {
+            activation = activation.variables(variables.names.clone(), move |name, activation| {
+                let index = variables.names.iter().position(|n| n == name);
+                let Some(expression) = index.map(|i| &variables.expressions[i]) else {
+                    return Err(CelEvalError::Runtime(format!("no such variable: {name}")));
+                };
+                expression
+                    .evaluate(activation)
+                    .map_err(CelEvalError::Runtime)
+            });
+        }
+        Scope { activation }
+    }
+
+    /// Evaluates `expression`; an error is worded as the apiserver words it.
+    pub(super) fn evaluate(&self, expression: &Expression) -> Result<cel::Value, String> {
+        expression.evaluate_worded(&self.activation)
+    }
+
+    /// `matchConditions`: `Ok(false)` as soon as one is false; errors only when none is.
+    pub(super) fn match_conditions(
+        &self,
+        conditions: &[(String, Expression)],
+    ) -> Result<bool, String> {
+        let mut errors = Vec::new();
+        for (_, condition) in conditions {
+            match condition.evaluate_bool(&self.activation) {
+                Ok(true) => {}
+                Ok(false) => return Ok(false),
+                Err(error) => errors.push(error),
+            }
+        }
+        match errors.len() {
+            0 => Ok(true),
+            1 => Err(errors.remove(0)),
+            _ => Err(format!("[{}]", errors.join(", "))),
+        }
+    }
+}

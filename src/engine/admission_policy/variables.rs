@@ -1,0 +1,142 @@
+//! `spec.variables`: compiled in order, each with the variables it needs, and checked as the
+//! apiserver checks them (names are CEL identifiers, unique; a variable uses only those
+//! declared before it).
+
+use super::policy_core::compile_expression;
+use crate::expressions::Expression;
+use crate::policy::admission_policy::NamedExpression;
+use crate::policy::{DocumentSource, PolicyError};
+
+/// CEL's words that cannot name a variable.
+pub(super) const CEL_RESERVED: [&str; 21] = [
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+];
+
+/// `[_a-zA-Z][_a-zA-Z0-9]*` and not reserved: what a variable's name must be.
+pub(super) fn is_cel_identifier(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b == b'_' || b.is_ascii_alphabetic())
+        && bytes.all(|b| b == b'_' || b.is_ascii_alphanumeric())
+        && !CEL_RESERVED.contains(&name)
+}
+
+/// `spec.variables`, compiled, with what each one needs.
+#[derive(Debug, Default)]
+pub(super) struct Variables {
+    pub(super) names: Vec<String>,
+    pub(super) expressions: Vec<Expression>,
+    /// For each variable, the variables it needs (itself included), in order.
+    pub(super) closures: Vec<Vec<usize>>,
+}
+
+impl Variables {
+    pub(super) fn compile(
+        specs: &[NamedExpression],
+        source: &DocumentSource,
+    ) -> Result<Self, PolicyError> {
+        let mut variables = Variables::default();
+        for (i, spec) in specs.iter().enumerate() {
+            let field = format!("spec.variables[{i}].expression");
+            let name_field = format!("spec.variables[{i}].name");
+            if spec.name.trim().is_empty() {
+                return Err(PolicyError::at(
+                    source,
+                    name_field,
+                    "Required value: name is not specified",
+                ));
+            }
+            if !is_cel_identifier(&spec.name) {
+                return Err(PolicyError::at(
+                    source,
+                    name_field,
+                    format!(
+                        "Invalid value: {:?}: must be a valid CEL identifier",
+                        spec.name
+                    ),
+                ));
+            }
+            if variables.names.contains(&spec.name) {
+                return Err(PolicyError::at(
+                    source,
+                    name_field,
+                    format!("Duplicate value: {:?}", spec.name),
+                ));
+            }
+            let expression = compile_expression(source, &field, &spec.expression, false)?;
+            let closure = variables.needed(&expression).map_err(|name| {
+                PolicyError::at(
+                    source,
+                    &field,
+                    format!(
+                        "compilation failed for expression {:?}: undefined field '{name}' \
+                         (a variable can only use the variables declared before it)",
+                        spec.expression
+                    ),
+                )
+            })?;
+            let mut closure = closure;
+            closure.push(i);
+            variables.names.push(spec.name.clone());
+            variables.expressions.push(expression);
+            variables.closures.push(closure);
+        }
+        Ok(variables)
+    }
+
+    /// The variables `expression` needs, in order; `Err(name)` for an unknown one.
+    pub(super) fn needed(&self, expression: &Expression) -> Result<Vec<usize>, String> {
+        let mut needed = Vec::new();
+        for name in expression.variables_used() {
+            let index = self
+                .names
+                .iter()
+                .position(|n| n == name)
+                .ok_or_else(|| name.clone())?;
+            needed.extend(&self.closures[index]);
+        }
+        needed.sort_unstable();
+        needed.dedup();
+        Ok(needed)
+    }
+
+    /// Checks an expression of the policy against the variables.
+    pub(super) fn check(
+        &self,
+        expression: &Expression,
+        source: &DocumentSource,
+        field: &str,
+    ) -> Result<(), PolicyError> {
+        self.needed(expression).map(|_| ()).map_err(|name| {
+            PolicyError::at(
+                source,
+                field,
+                format!(
+                    "compilation failed for expression {:?}: undefined field '{name}' in variables",
+                    expression.source()
+                ),
+            )
+        })
+    }
+}
