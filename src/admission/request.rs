@@ -269,14 +269,21 @@ impl TryFrom<String> for Operation {
     }
 }
 
-impl fmt::Display for Operation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl Operation {
+    /// The operation as the API spells it: `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
+    pub fn as_str(self) -> &'static str {
+        match self {
             Operation::Create => "CREATE",
             Operation::Update => "UPDATE",
             Operation::Delete => "DELETE",
             Operation::Connect => "CONNECT",
-        })
+        }
+    }
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

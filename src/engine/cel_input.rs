@@ -59,6 +59,27 @@ impl<'r> CelInput<'r> {
     }
 }
 
+/// The request's [`CelInput`], built when the first CEL rule of any policy needs it and then
+/// shared by every rule of the request.
+#[derive(Default)]
+pub struct CelInputCell<'r>(std::cell::OnceCell<CelInput<'r>>);
+
+impl<'r> CelInputCell<'r> {
+    /// An empty cell.
+    pub fn new() -> Self {
+        CelInputCell(std::cell::OnceCell::new())
+    }
+
+    /// The input of `request`, built on first use.
+    pub fn get(
+        &self,
+        request: &'r AdmissionRequest,
+        namespaces: &dyn NamespaceLookup,
+    ) -> &CelInput<'r> {
+        self.0.get_or_init(|| CelInput::new(request, namespaces))
+    }
+}
+
 /// The message of a failed validation, as the apiserver chooses it: the messageExpression's
 /// string when it evaluates to one that is non-empty, at most 5 KiB and on one line; else
 /// `message`; else `failed expression: <expression>`. All trimmed.

@@ -21,6 +21,7 @@ use std::time::Instant;
 
 use crate::admission::AdmissionRequest;
 use crate::patch::ObjectEditor;
+use cel_input::CelInputCell;
 
 pub use crate::vocabulary::Action;
 pub use decision::{Decision, DenialStatus, Violation, audit_annotation_key};
@@ -193,6 +194,7 @@ impl Engine {
         context: &EvalContext<'_>,
     ) -> Result<Decision, EvalError> {
         let mut decision = Decision::default();
+        let cel = CelInputCell::new();
         let past_deadline = || context.deadline.is_some_and(|d| Instant::now() >= d);
         match context.endpoint {
             Endpoint::Validate => {
@@ -200,7 +202,7 @@ impl Engine {
                     if past_deadline() {
                         return Err(EvalError::DeadlineExceeded);
                     }
-                    policy.validate(request, context.namespaces, &mut decision);
+                    policy.validate(request, context.namespaces, &cel, &mut decision);
                 }
                 for admission in &self.pod_security {
                     if past_deadline() {
@@ -212,7 +214,7 @@ impl Engine {
                     return Err(EvalError::DeadlineExceeded);
                 }
                 self.admission_policies
-                    .validate(request, context.namespaces, &mut decision);
+                    .validate(request, context.namespaces, &cel, &mut decision);
             }
             Endpoint::Mutate => {
                 let Some(object) = request.object.as_ref() else {
@@ -223,7 +225,7 @@ impl Engine {
                     if past_deadline() {
                         return Err(EvalError::DeadlineExceeded);
                     }
-                    policy.apply_defaults(request, context.namespaces, &mut editor);
+                    policy.apply_defaults(request, context.namespaces, &cel, &mut editor);
                 }
                 if self.admission_policies.mutates() {
                     if past_deadline() {
@@ -235,6 +237,7 @@ impl Engine {
                     let patched = self.admission_policies.mutate(
                         request,
                         context.namespaces,
+                        &cel,
                         defaulted,
                         &mut decision,
                     );

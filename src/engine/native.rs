@@ -1,6 +1,6 @@
 //! A compiled native `Policy`: its matcher, validation rules and defaulting rules.
 
-use super::cel_input::CelInput;
+use super::cel_input::CelInputCell;
 use super::matching::{MatchedView, Matcher};
 use super::rules::cel::{self, CelCheck, CelDefaultRule};
 use super::rules::{
@@ -168,11 +168,12 @@ impl CompiledPolicy {
     }
 
     /// Runs every validation rule when the policy matches; violations go where the policy's
-    /// action says.
-    pub fn validate(
+    /// action says. `cel` is the request's CEL input, shared with the other policies.
+    pub fn validate<'r>(
         &self,
-        request: &AdmissionRequest,
+        request: &'r AdmissionRequest,
         namespaces: &dyn NamespaceLookup,
+        cel: &CelInputCell<'r>,
         decision: &mut Decision,
     ) {
         if self.validations.is_empty() {
@@ -189,12 +190,11 @@ impl CompiledPolicy {
         };
         let mut findings: Vec<Finding> = Vec::new();
         let mut violations = Vec::new();
-        let mut cel_input = None;
         for rule in &self.validations {
             match &rule.rule {
                 NativeValidation::Family(family) => family.check(&view, &mut findings),
                 NativeValidation::Cel(check) => {
-                    let input = cel_input.get_or_insert_with(|| CelInput::new(request, namespaces));
+                    let input = cel.get(request, namespaces);
                     if let Some(message) = check.check(input, object, rule.message.as_deref()) {
                         findings.push((String::new(), message));
                     }
@@ -221,10 +221,11 @@ impl CompiledPolicy {
     }
 
     /// Applies the defaulting rules, in order, when the policy matches.
-    pub fn apply_defaults(
+    pub fn apply_defaults<'r>(
         &self,
-        request: &AdmissionRequest,
+        request: &'r AdmissionRequest,
         namespaces: &dyn NamespaceLookup,
+        cel: &CelInputCell<'r>,
         editor: &mut ObjectEditor<'_>,
     ) {
         if self.defaults.is_empty() {
@@ -243,7 +244,6 @@ impl CompiledPolicy {
             && matched == MatchedView::Object
             && request.kind.group.is_empty()
             && request.kind.kind == "Pod";
-        let mut cel_input = None;
         for rule in &self.defaults {
             match rule {
                 NativeDefault::Family(rule) => {
@@ -253,7 +253,7 @@ impl CompiledPolicy {
                     rule.apply(&base, editor);
                 }
                 NativeDefault::Cel(rule) => {
-                    let input = cel_input.get_or_insert_with(|| CelInput::new(request, namespaces));
+                    let input = cel.get(request, namespaces);
                     if let Err(error) = rule.apply(input, editor, pod_update) {
                         // Defaults never deny; a failing one is skipped and logged.
                         tracing::warn!(policy = %self.name, %error, "CEL default failed");

@@ -10,7 +10,7 @@ use super::scope::Scope;
 use super::variables::Variables;
 use crate::admission::AdmissionRequest;
 use crate::engine::NamespaceLookup;
-use crate::engine::cel_input::CelInput;
+use crate::engine::cel_input::{CelInput, CelInputCell};
 use crate::policy::admission_policy::{MatchResources, ParamRef, ParameterNotFoundAction};
 use crate::policy::{DocumentSource, PolicyError};
 
@@ -133,7 +133,7 @@ impl PolicyCore {
         params: &'a ParamStore,
         request: &'r AdmissionRequest,
         namespaces: &dyn NamespaceLookup,
-        input: &'a mut Option<CelInput<'r>>,
+        cel: &'a CelInputCell<'r>,
         mut visit: impl FnMut(&'a B, Result<Evaluation<'_, 'r>, String>),
     ) -> bool {
         if bindings.is_empty() || !self.constraints.matches(request, namespaces) {
@@ -151,7 +151,7 @@ impl PolicyCore {
                     continue;
                 }
             };
-            let input = &*input.get_or_insert_with(|| CelInput::new(request, namespaces));
+            let input = cel.get(request, namespaces);
             for param in found {
                 let evaluation = Evaluation {
                     input,

@@ -23,6 +23,7 @@ use std::collections::BTreeMap;
 use serde_json::Value as Json;
 
 use crate::admission::AdmissionRequest;
+use crate::engine::cel_input::CelInputCell;
 use crate::engine::{Decision, Endpoint, NamespaceLookup, ResourceRule};
 use crate::policy::{DocumentSource, PolicyError};
 
@@ -168,25 +169,27 @@ impl AdmissionPolicies {
     }
 
     /// Runs the ValidatingAdmissionPolicies.
-    pub fn validate(
+    pub fn validate<'r>(
         &self,
-        request: &AdmissionRequest,
+        request: &'r AdmissionRequest,
         namespaces: &dyn NamespaceLookup,
+        cel: &CelInputCell<'r>,
         decision: &mut Decision,
     ) {
-        validating::validate(self, request, namespaces, decision);
+        validating::validate(self, request, namespaces, cel, decision);
     }
 
     /// Runs the MutatingAdmissionPolicies on `object` (the object as edited so far) and
     /// returns the mutated object; errors under `failurePolicy: Fail` deny in `decision`.
-    pub fn mutate(
+    pub fn mutate<'r>(
         &self,
-        request: &AdmissionRequest,
+        request: &'r AdmissionRequest,
         namespaces: &dyn NamespaceLookup,
+        cel: &CelInputCell<'r>,
         object: Json,
         decision: &mut Decision,
     ) -> Json {
-        mutating::mutate(self, request, namespaces, object, decision)
+        mutating::mutate(self, request, namespaces, cel, object, decision)
     }
 }
 

@@ -9,7 +9,7 @@ use super::apply_configuration::merge_apply_configuration;
 use super::binding::BindingCore;
 use super::policy_core::PolicyCore;
 use crate::admission::AdmissionRequest;
-use crate::engine::cel_input::CelInput;
+use crate::engine::cel_input::CelInputCell;
 use crate::engine::{Decision, NamespaceLookup, Violation};
 use crate::expressions::Expression;
 use crate::expressions::cel_to_json;
@@ -201,7 +201,7 @@ fn run_policy<'r>(
     set: &AdmissionPolicies,
     request: &'r AdmissionRequest,
     namespaces: &dyn NamespaceLookup,
-    input: &mut Option<CelInput<'r>>,
+    cel: &CelInputCell<'r>,
     object: &mut Json,
     decision: &mut Decision,
 ) -> Option<bool> {
@@ -213,7 +213,7 @@ fn run_policy<'r>(
         &set.params,
         request,
         namespaces,
-        input,
+        cel,
         |binding, evaluation| {
             let mut deny = |message: String| {
                 if fail {
@@ -264,26 +264,20 @@ fn run_policy<'r>(
 
 /// Runs every bound MutatingAdmissionPolicy, in document order, on `object`. A policy with
 /// `reinvocationPolicy: IfNeeded` runs once more when a policy after it changed the object.
-pub fn mutate(
+pub fn mutate<'r>(
     set: &AdmissionPolicies,
-    request: &AdmissionRequest,
+    request: &'r AdmissionRequest,
     namespaces: &dyn NamespaceLookup,
+    cel: &CelInputCell<'r>,
     mut object: Json,
     decision: &mut Decision,
 ) -> Json {
-    let mut input = None;
     let mut ran_if_needed: Vec<usize> = Vec::new();
     let mut reinvoke: Vec<usize> = Vec::new();
     for (index, policy) in set.mutating.iter().enumerate() {
-        let Some(changed) = run_policy(
-            policy,
-            set,
-            request,
-            namespaces,
-            &mut input,
-            &mut object,
-            decision,
-        ) else {
+        let Some(changed) =
+            run_policy(policy, set, request, namespaces, cel, &mut object, decision)
+        else {
             continue;
         };
         if changed {
@@ -304,7 +298,7 @@ pub fn mutate(
             set,
             request,
             namespaces,
-            &mut input,
+            cel,
             &mut object,
             decision,
         );

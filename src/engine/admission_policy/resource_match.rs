@@ -39,7 +39,7 @@ fn rule_matches(
     let operation = rule
         .operations
         .iter()
-        .any(|op| op == "*" || op == &request.operation.to_string());
+        .any(|op| op == "*" || op == request.operation.as_str());
     let resource_match = rule.resources.iter().any(|entry| {
         let (res, sub) = entry.split_once('/').unwrap_or((entry, ""));
         (res == "*" || res == resource.resource) && (sub == "*" || sub == sub_resource)

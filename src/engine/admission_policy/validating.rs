@@ -11,7 +11,7 @@ use super::binding::{BindingCore, Bound};
 use super::policy_core::PolicyCore;
 use crate::admission::AdmissionRequest;
 use crate::engine::audit_annotation_key;
-use crate::engine::cel_input::failure_message;
+use crate::engine::cel_input::{CelInputCell, failure_message};
 use crate::engine::{Decision, DenialStatus, NamespaceLookup, Violation};
 use crate::expressions::Expression;
 use crate::policy::admission_policy::{
@@ -229,13 +229,13 @@ fn truncate(text: &str, limit: usize) -> &str {
 }
 
 /// Runs every bound ValidatingAdmissionPolicy on `request`.
-pub fn validate(
+pub fn validate<'r>(
     set: &AdmissionPolicies,
-    request: &AdmissionRequest,
+    request: &'r AdmissionRequest,
     namespaces: &dyn NamespaceLookup,
+    cel: &CelInputCell<'r>,
     decision: &mut Decision,
 ) {
-    let mut input = None;
     for policy in &set.validating {
         let name = &policy.core.name;
         let fail = policy.core.failure_policy == FailurePolicy::Fail;
@@ -247,7 +247,7 @@ pub fn validate(
             &set.params,
             request,
             namespaces,
-            &mut input,
+            cel,
             |binding, evaluation| {
                 let evaluation = match evaluation {
                     Ok(evaluation) => evaluation,
