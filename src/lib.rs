@@ -6,6 +6,8 @@
 //! - [`admission`]: AdmissionReview envelopes (v1, v1beta1): parsing and encoding.
 //! - [`engine`]: the one [`engine::Engine::evaluate`] that both `serve` and offline commands call.
 //! - [`patch`]: JSON Patch building for defaulting rules.
+//! - [`schema`]: the Kubernetes object model: built-in and CRD schemas, typed decode checks and
+//!   round-trips.
 //! - [`server`]: the webhook router, handlers, extractor, errors, listeners and shutdown.
 //! - [`admin`]: health, readiness and metrics endpoints.
 //! - [`tls`]: certificate loading, generation and hot reload.
@@ -22,6 +24,7 @@ pub mod metrics;
 pub mod offline;
 pub mod patch;
 pub mod policy;
+pub mod schema;
 pub mod server;
 pub mod telemetry;
 pub mod tls;

@@ -1,0 +1,459 @@
+//! The apiserver's typed decode of a built-in object, as far as JSON types go.
+//!
+//! The apiserver decodes a request body into the kind's Go type with `sigs.k8s.io/json` (a
+//! fork of `encoding/json`, case-sensitive). A JSON value of the wrong type for a field is an
+//! `UnmarshalTypeError`, printed as
+//! `json: cannot unmarshal <what> into Go struct field <Struct>.<json.path> of type <Go type>`,
+//! where `<Struct>` is the innermost Go struct holding the field and the path is the JSON field
+//! names from the root (list indices and map keys are not written). The request handler wraps
+//! it as `<Kind> in version "<version>" cannot be handled as a <Kind>: …`
+//! (`transformDecodeError`, k8s.io/apiserver `endpoints/handlers/rest.go`).
+//!
+//! Unknown fields are not errors here: the apiserver drops them (with a warning, or an error
+//! under `fieldValidation=Strict`). `null` is never a type error. Types with their own JSON
+//! decoding are checked the way their decoders fail: `IntOrString` decodes a non-string into an
+//! `int32` and `Time` into a `string`, with the standard library's error (no field context);
+//! `Quantity` refuses what does not look like a quantity. The contents of strings (time
+//! formats, base64) are not checked.
+
+use std::fmt;
+
+use serde_json::Value;
+
+use super::{IntKind, Node, NodeKind, Origin, Schema};
+
+/// The first type error of a manifest, worded as the apiserver words it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError {
+    /// The kind of the manifest (`Pod`).
+    pub kind: String,
+    /// Its API version without the group (`v1`).
+    pub version: String,
+    /// The decoder's message (`json: cannot unmarshal …`).
+    pub message: String,
+    /// The JSON path of the offending value (`spec.containers[0].image`), with list indices.
+    pub path: String,
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} in version {:?} cannot be handled as a {}: {}",
+            self.kind, self.version, self.kind, self.message
+        )
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// Checks `object` against the built-in `schema` as the apiserver's decode into the Go type
+/// does, returning the first type error. Schemas of custom resources are not decoded into a
+/// Go type by the apiserver, so nothing is checked for them.
+pub fn check_decode(schema: &Schema, object: &Value) -> Result<(), DecodeError> {
+    if schema.origin() != Origin::BuiltIn {
+        return Ok(());
+    }
+    let mut walker = Walker {
+        schema,
+        structs: Vec::new(),
+        fields: Vec::new(),
+        path: String::new(),
+    };
+    match walker.value(object, &schema.root_node()) {
+        Ok(()) => Ok(()),
+        Err((message, path)) => Err(DecodeError {
+            kind: schema.gvk().kind.clone(),
+            version: schema.gvk().version.clone(),
+            message,
+            path,
+        }),
+    }
+}
+
+/// The decoder's error context: the innermost struct and the stack of JSON field names.
+struct Walker<'s> {
+    schema: &'s Schema,
+    structs: Vec<&'s str>,
+    fields: Vec<&'s str>,
+    path: String,
+}
+
+type Failure = (String, String);
+
+/// What `encoding/json` calls a JSON value in `cannot unmarshal <what>`.
+fn what(value: &Value) -> String {
+    match value {
+        Value::Null => "null".to_owned(),
+        Value::Bool(_) => "bool".to_owned(),
+        Value::Number(_) => "number".to_owned(),
+        Value::String(_) => "string".to_owned(),
+        Value::Array(_) => "array".to_owned(),
+        Value::Object(_) => "object".to_owned(),
+    }
+}
+
+/// The integer a JSON number holds, if it is written as one (Go's `ParseInt` refuses `1.0`).
+fn integer(number: &serde_json::Number) -> Option<i128> {
+    number
+        .as_i64()
+        .map(i128::from)
+        .or_else(|| number.as_u64().map(i128::from))
+}
+
+impl<'s> Walker<'s> {
+    fn type_error(&self, what: String, go_type: &str) -> Failure {
+        let message = match self.structs.last() {
+            None if self.fields.is_empty() => {
+                format!("json: cannot unmarshal {what} into Go value of type {go_type}")
+            }
+            strukt => format!(
+                "json: cannot unmarshal {what} into Go struct field {}.{} of type {go_type}",
+                strukt.copied().unwrap_or_default(),
+                self.fields.join(".")
+            ),
+        };
+        (message, self.path.clone())
+    }
+
+    /// An error from a type's own decoder, which calls the standard library without context.
+    fn plain_error(&self, message: String) -> Failure {
+        (message, self.path.clone())
+    }
+
+    fn value(&mut self, value: &Value, node: &'s Node) -> Result<(), Failure> {
+        if value.is_null() {
+            return Ok(());
+        }
+        match &node.kind {
+            NodeKind::Any => Ok(()),
+            NodeKind::String => match value {
+                Value::String(_) => Ok(()),
+                _ => Err(self.type_error(what(value), &node.go_type)),
+            },
+            NodeKind::Bytes => match value {
+                Value::String(_) => Ok(()),
+                _ => Err(self.type_error(what(value), &node.go_type)),
+            },
+            NodeKind::Boolean => match value {
+                Value::Bool(_) => Ok(()),
+                _ => Err(self.type_error(what(value), &node.go_type)),
+            },
+            NodeKind::Number => match value {
+                Value::Number(_) => Ok(()),
+                _ => Err(self.type_error(what(value), &node.go_type)),
+            },
+            NodeKind::Integer(int) => match value {
+                Value::Number(n) => match integer(n) {
+                    Some(i) if int.fits(i) => Ok(()),
+                    _ => Err(self.type_error(format!("number {n}"), &node.go_type)),
+                },
+                _ => Err(self.type_error(what(value), &node.go_type)),
+            },
+            NodeKind::IntOrString => match value {
+                Value::String(_) => Ok(()),
+                Value::Number(n) => match integer(n) {
+                    Some(i) if IntKind::I32.fits(i) => Ok(()),
+                    _ => Err(self.plain_error(format!(
+                        "json: cannot unmarshal number {n} into Go value of type int32"
+                    ))),
+                },
+                _ => Err(self.plain_error(format!(
+                    "json: cannot unmarshal {} into Go value of type int32",
+                    what(value)
+                ))),
+            },
+            NodeKind::Time => match value {
+                Value::String(_) => Ok(()),
+                _ => Err(self.plain_error(format!(
+                    "json: cannot unmarshal {} into Go value of type string",
+                    what(value)
+                ))),
+            },
+            NodeKind::Quantity => {
+                let ok = match value {
+                    Value::String(s) => looks_like_quantity(s),
+                    Value::Number(n) => looks_like_quantity(&n.to_string()),
+                    _ => false,
+                };
+                if ok {
+                    Ok(())
+                } else {
+                    Err(self.plain_error(
+                        "quantities must match the regular expression \
+                         '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+                            .to_owned(),
+                    ))
+                }
+            }
+            NodeKind::Object(index) => {
+                let Value::Object(map) = value else {
+                    return Err(self.type_error(what(value), &node.go_type));
+                };
+                let object = self.schema.object(*index);
+                for (key, child) in map {
+                    // Unknown fields are dropped, not refused.
+                    let Some(field) = object.field(key) else {
+                        continue;
+                    };
+                    self.structs.push(&object.go_name);
+                    self.fields.push(&field.name);
+                    let len = self.path.len();
+                    if !self.path.is_empty() {
+                        self.path.push('.');
+                    }
+                    self.path.push_str(key);
+                    let result = self.value(child, &field.node);
+                    self.path.truncate(len);
+                    self.fields.pop();
+                    self.structs.pop();
+                    result?;
+                }
+                Ok(())
+            }
+            NodeKind::Map { values, .. } => {
+                let Value::Object(map) = value else {
+                    return Err(self.type_error(what(value), &node.go_type));
+                };
+                for (key, child) in map {
+                    let len = self.path.len();
+                    self.path.push_str(&format!("[{key:?}]"));
+                    let result = self.value(child, values);
+                    self.path.truncate(len);
+                    result?;
+                }
+                Ok(())
+            }
+            NodeKind::List { items, .. } => {
+                let Value::Array(list) = value else {
+                    return Err(self.type_error(what(value), &node.go_type));
+                };
+                for (index, child) in list.iter().enumerate() {
+                    let len = self.path.len();
+                    self.path.push_str(&format!("[{index}]"));
+                    let result = self.value(child, items);
+                    self.path.truncate(len);
+                    result?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Whether `s` has the shape `resource.ParseQuantity` accepts: a signed decimal number and a
+/// suffix (a binary or decimal SI suffix, or an exponent).
+fn looks_like_quantity(s: &str) -> bool {
+    let s = s.strip_prefix(['+', '-']).unwrap_or(s);
+    let digits = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (number, suffix) = s.split_at(digits);
+    if number.is_empty() || number == "." || number.matches('.').count() > 1 {
+        return false;
+    }
+    const SUFFIXES: [&str; 14] = [
+        "", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "n", "u", "m", "k", "M", "G", "T",
+    ];
+    if SUFFIXES.contains(&suffix) || suffix == "P" || suffix == "E" {
+        return true;
+    }
+    // An exponent: e or E, an optional sign, digits.
+    let Some(exponent) = suffix.strip_prefix(['e', 'E']) else {
+        return false;
+    };
+    let exponent = exponent.strip_prefix(['+', '-']).unwrap_or(exponent);
+    !exponent.is_empty() && exponent.chars().all(|c| c.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::admission::GroupVersionKind;
+    use crate::schema::builtin;
+
+    fn pod_schema() -> Schema {
+        builtin(&GroupVersionKind {
+            group: String::new(),
+            version: "v1".to_owned(),
+            kind: "Pod".to_owned(),
+        })
+        .expect("Pod is built in")
+    }
+
+    fn pod(spec: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec})
+    }
+
+    fn error_of(object: &Value) -> String {
+        check_decode(&pod_schema(), object)
+            .expect_err("a type error")
+            .to_string()
+    }
+
+    #[test]
+    fn a_well_typed_pod_decodes() {
+        let object = pod(json!({
+            "hostNetwork": true,
+            "containers": [{"name": "app", "image": "nginx", "ports": [{"containerPort": 80}],
+                            "resources": {"limits": {"cpu": "500m", "memory": 1024}},
+                            "livenessProbe": {"httpGet": {"port": "http"}}}],
+            "unknownField": {"anything": [1, 2]},
+            "priority": null
+        }));
+        assert_eq!(check_decode(&pod_schema(), &object), Ok(()));
+    }
+
+    #[test]
+    fn string_where_a_bool_is() {
+        assert_eq!(
+            error_of(&pod(json!({"hostNetwork": "true", "containers": []}))),
+            "Pod in version \"v1\" cannot be handled as a Pod: json: cannot unmarshal string \
+             into Go struct field PodSpec.spec.hostNetwork of type bool"
+        );
+    }
+
+    #[test]
+    fn string_where_a_pointer_bool_is_names_the_struct_of_the_field() {
+        let object = pod(json!({"containers": [
+            {"name": "a", "securityContext": {"privileged": "yes"}}
+        ]}));
+        let error = check_decode(&pod_schema(), &object).unwrap_err();
+        assert_eq!(
+            error.message,
+            "json: cannot unmarshal string into Go struct field \
+             SecurityContext.spec.containers.securityContext.privileged of type bool"
+        );
+        assert_eq!(error.path, "spec.containers[0].securityContext.privileged");
+    }
+
+    #[test]
+    fn object_where_a_list_is() {
+        assert_eq!(
+            error_of(&pod(json!({"containers": {}}))),
+            "Pod in version \"v1\" cannot be handled as a Pod: json: cannot unmarshal object \
+             into Go struct field PodSpec.spec.containers of type []v1.Container"
+        );
+    }
+
+    #[test]
+    fn list_where_an_object_is() {
+        assert_eq!(
+            error_of(&pod(json!([]))),
+            "Pod in version \"v1\" cannot be handled as a Pod: json: cannot unmarshal array \
+             into Go struct field Pod.spec of type v1.PodSpec"
+        );
+    }
+
+    #[test]
+    fn number_where_a_string_is() {
+        assert_eq!(
+            error_of(&pod(json!({"containers": [{"name": "a", "image": 5}]}))),
+            "Pod in version \"v1\" cannot be handled as a Pod: json: cannot unmarshal number \
+             into Go struct field Container.spec.containers.image of type string"
+        );
+    }
+
+    #[test]
+    fn named_string_types_and_map_values() {
+        let error = check_decode(
+            &pod_schema(),
+            &pod(json!({"containers": [{"name": "a", "imagePullPolicy": 1}]})),
+        )
+        .unwrap_err();
+        assert!(
+            error
+                .message
+                .ends_with("imagePullPolicy of type v1.PullPolicy"),
+            "{error}"
+        );
+        let labels = json!({"kind": "Pod", "metadata": {"labels": {"a": 1}}});
+        assert_eq!(
+            check_decode(&pod_schema(), &labels).unwrap_err().message,
+            "json: cannot unmarshal number into Go struct field ObjectMeta.metadata.labels of \
+             type string"
+        );
+    }
+
+    #[test]
+    fn integers_out_of_range_or_fractional() {
+        let error = check_decode(
+            &pod_schema(),
+            &pod(json!({"containers": [], "priority": 1.5})),
+        )
+        .unwrap_err();
+        assert_eq!(
+            error.message,
+            "json: cannot unmarshal number 1.5 into Go struct field PodSpec.spec.priority of \
+             type int32"
+        );
+        let error = check_decode(
+            &pod_schema(),
+            &pod(json!({"containers": [], "priority": 4_294_967_296_i64})),
+        )
+        .unwrap_err();
+        assert!(error.message.contains("number 4294967296"), "{error}");
+        assert!(
+            check_decode(
+                &pod_schema(),
+                &pod(json!({"containers": [], "activeDeadlineSeconds": 4_294_967_296_i64}))
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn the_root_must_be_an_object() {
+        assert_eq!(
+            check_decode(&pod_schema(), &json!([1]))
+                .unwrap_err()
+                .message,
+            "json: cannot unmarshal array into Go value of type v1.Pod"
+        );
+    }
+
+    #[test]
+    fn types_with_their_own_decoders() {
+        let port = |port: Value| {
+            pod(
+                json!({"containers": [{"name": "a", "livenessProbe": {"httpGet": {"port": port}}}]}),
+            )
+        };
+        assert!(check_decode(&pod_schema(), &port(json!(8080))).is_ok());
+        assert!(check_decode(&pod_schema(), &port(json!("http"))).is_ok());
+        assert_eq!(
+            check_decode(&pod_schema(), &port(json!(true)))
+                .unwrap_err()
+                .message,
+            "json: cannot unmarshal bool into Go value of type int32"
+        );
+        let cpu = |cpu: Value| {
+            pod(json!({"containers": [{"name": "a", "resources": {"limits": {"cpu": cpu}}}]}))
+        };
+        for good in [
+            json!("500m"),
+            json!("1.5"),
+            json!(2),
+            json!("1Gi"),
+            json!("1e3"),
+        ] {
+            assert!(
+                check_decode(&pod_schema(), &cpu(good.clone())).is_ok(),
+                "{good}"
+            );
+        }
+        for bad in [json!("lots"), json!(true), json!({}), json!("1Qi")] {
+            assert!(
+                check_decode(&pod_schema(), &cpu(bad.clone())).is_err(),
+                "{bad}"
+            );
+        }
+        let created = json!({"metadata": {"creationTimestamp": 5}});
+        assert_eq!(
+            check_decode(&pod_schema(), &created).unwrap_err().message,
+            "json: cannot unmarshal number into Go value of type string"
+        );
+    }
+}
