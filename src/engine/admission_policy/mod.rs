@@ -10,7 +10,6 @@
 pub mod apply_configuration;
 mod expression;
 mod json_patch;
-mod list_keys;
 mod mutating;
 mod params;
 mod resource_match;
