@@ -65,6 +65,9 @@ type field struct {
 	E   []any `json:"e,omitempty"`
 	PU  bool  `json:"pu,omitempty"`
 	EMB bool  `json:"emb,omitempty"`
+	// IN lists the Go names of the inline embedded structs the field is reached through
+	// (ProbeHandler for a Probe's httpGet), which decode errors print in the field path.
+	IN []string `json:"in,omitempty"`
 	// D is the field's scalar default, where OpenAPI gives one.
 	D any `json:"d,omitempty"`
 }
@@ -332,7 +335,7 @@ func (g *generator) structIndex(t reflect.Type) (int, error) {
 	g.types = append(g.types, st)
 	g.index[t] = idx
 	props := sub(def, "properties")
-	if err := g.addFields(st, t, props); err != nil {
+	if err := g.addFields(st, t, props, nil); err != nil {
 		return 0, err
 	}
 	return idx, nil
@@ -340,7 +343,7 @@ func (g *generator) structIndex(t reflect.Type) (int, error) {
 
 // addFields adds t's JSON fields in declaration order, flattening inline
 // embedded structs as encoding/json does.
-func (g *generator) addFields(st *structType, t reflect.Type, props map[string]any) error {
+func (g *generator) addFields(st *structType, t reflect.Type, props map[string]any, via []string) error {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		tag := f.Tag.Get("json")
@@ -355,7 +358,8 @@ func (g *generator) addFields(st *structType, t reflect.Type, props map[string]a
 				et = et.Elem()
 			}
 			if et.Kind() == reflect.Struct {
-				if err := g.addFields(st, et, props); err != nil {
+				inner := append(append([]string(nil), via...), f.Name)
+				if err := g.addFields(st, et, props, inner); err != nil {
 					return err
 				}
 				continue
@@ -367,7 +371,7 @@ func (g *generator) addFields(st *structType, t reflect.Type, props map[string]a
 		if name == "" {
 			name = f.Name
 		}
-		out := &field{N: name}
+		out := &field{N: name, IN: via}
 		for _, opt := range strings.Split(opts, ",") {
 			switch opt {
 			case "omitempty":

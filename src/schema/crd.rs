@@ -201,6 +201,7 @@ impl Builder {
                         .get("default")
                         .filter(|d| !d.is_object() && !d.is_array())
                         .cloned(),
+                    embedded_in: Vec::new(),
                 });
             }
         }
@@ -407,6 +408,7 @@ fn plain_field(name: &str, node: Node) -> Field {
         preserve_unknown_fields: false,
         embedded_resource: false,
         default: None,
+        embedded_in: Vec::new(),
     }
 }
 

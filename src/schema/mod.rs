@@ -90,6 +90,10 @@ pub struct Field {
     pub embedded_resource: bool,
     /// The field's scalar default in the schema, if any (`protocol: TCP`).
     pub default: Option<Value>,
+    /// The Go names of the inline embedded structs the field is reached through
+    /// (`ProbeHandler` for a probe's `httpGet`, `TypeMeta` for `kind`): decode errors print
+    /// them in the field path.
+    pub embedded_in: Vec<String>,
 }
 
 /// The shape of a value (a field's, a list item's, a map value's).
@@ -349,6 +353,8 @@ struct RawField {
     #[serde(default)]
     emb: bool,
     d: Option<Value>,
+    #[serde(default, rename = "in")]
+    embedded_in: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -397,6 +403,7 @@ fn parse_table(text: &str) -> Result<BuiltinTable, String> {
                             preserve_unknown_fields: f.pu,
                             embedded_resource: f.emb,
                             default: f.d,
+                            embedded_in: f.embedded_in,
                         })
                     })
                     .collect::<Result<Vec<_>, String>>()?;

@@ -24,6 +24,12 @@
 //! So `metadata.annotations: {}` and `initContainers: []` vanish, which is why a later patch
 //! adding a key under them fails with "doc is missing path".
 //!
+//! Checked against a v1.37.2 apiserver with MutatingAdmissionPolicy JSON Patch probes (`test`
+//! and `copy` operations on the object a mutation sees): `status: {}`, a container's
+//! `resources: {}`, `automountServiceAccountToken: false`, a nameless container's `name: ""`
+//! and an absent `containers` as `null` are there; `hostNetwork: false` and
+//! `creationTimestamp` are not.
+//!
 //! Custom resources stay unstructured in the apiserver: their objects come back unchanged.
 
 use serde_json::{Map, Value};
