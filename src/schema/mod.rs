@@ -272,7 +272,8 @@ impl Node {
 /// The parsed table: one arena for every built-in kind.
 struct BuiltinTable {
     types: Arc<[ObjectType]>,
-    kinds: HashMap<(String, String, String), usize>,
+    /// (group, version, kind, root type), sorted for a binary search without allocation.
+    kinds: Vec<(String, String, String, usize)>,
     names: HashMap<String, usize>,
 }
 
@@ -285,9 +286,12 @@ static BUILTINS: LazyLock<BuiltinTable> = LazyLock::new(|| {
 /// `None` for kinds it does not know (custom resources).
 pub fn builtin(gvk: &GroupVersionKind) -> Option<Schema> {
     let table = &*BUILTINS;
-    let root = *table
+    let wanted = (gvk.group.as_str(), gvk.version.as_str(), gvk.kind.as_str());
+    let found = table
         .kinds
-        .get(&(gvk.group.clone(), gvk.version.clone(), gvk.kind.clone()))?;
+        .binary_search_by(|(g, v, k, _)| (g.as_str(), v.as_str(), k.as_str()).cmp(&wanted))
+        .ok()?;
+    let root = table.kinds[found].3;
     Some(Schema {
         types: table.types.clone(),
         root,
@@ -298,17 +302,15 @@ pub fn builtin(gvk: &GroupVersionKind) -> Option<Schema> {
 
 /// Every built-in kind in the table, sorted by group, version and kind.
 pub fn builtin_kinds() -> Vec<GroupVersionKind> {
-    let mut kinds: Vec<_> = BUILTINS
+    BUILTINS
         .kinds
-        .keys()
-        .map(|(group, version, kind)| GroupVersionKind {
+        .iter()
+        .map(|(group, version, kind, _)| GroupVersionKind {
             group: group.clone(),
             version: version.clone(),
             kind: kind.clone(),
         })
-        .collect();
-    kinds.sort_by(|a, b| (&a.group, &a.version, &a.kind).cmp(&(&b.group, &b.version, &b.kind)));
-    kinds
+        .collect()
 }
 
 /// The arena of built-in object types and the index of the one with OpenAPI definition name
@@ -419,13 +421,12 @@ fn parse_table(text: &str) -> Result<BuiltinTable, String> {
             })
         })
         .collect::<Result<Vec<_>, String>>()?;
-    let mut kinds = HashMap::with_capacity(raw.kinds.len());
-    for (group, version, kind, index) in raw.kinds {
-        if index >= count {
-            return Err(format!("{group}/{version} {kind}: no type {index}"));
-        }
-        kinds.insert((group, version, kind), index);
+    let mut kinds = raw.kinds;
+    if let Some((group, version, kind, index)) = kinds.iter().find(|k| k.3 >= count) {
+        return Err(format!("{group}/{version} {kind}: no type {index}"));
     }
+    kinds.sort();
+    kinds.dedup_by(|a, b| (&a.0, &a.1, &a.2) == (&b.0, &b.1, &b.2));
     Ok(BuiltinTable {
         types: types.into(),
         kinds,
