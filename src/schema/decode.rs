@@ -28,6 +28,7 @@ use std::fmt;
 
 use serde_json::Value;
 
+use super::quantity::{QuantityError, check_quantity};
 use super::{IntKind, Node, NodeKind, Origin, Schema};
 
 /// The first type error of a manifest, worded as the apiserver words it.
@@ -172,21 +173,16 @@ impl<'s> Walker<'s> {
                 Value::String(_) => Ok(()),
                 _ => Err(self.type_error(what(value), "string")),
             },
+            // Quantity's decoder parses a string's contents, or else the raw JSON text; its
+            // errors carry no field context.
             NodeKind::Quantity => {
-                let ok = match value {
-                    Value::String(s) => looks_like_quantity(s),
-                    Value::Number(n) => looks_like_quantity(&n.to_string()),
-                    _ => false,
+                let checked = match value {
+                    Value::String(s) => check_quantity(s.trim()),
+                    Value::Number(n) => check_quantity(&n.to_string()),
+                    Value::Bool(b) => check_quantity(&b.to_string()),
+                    _ => Err(QuantityError::FormatWrong),
                 };
-                if ok {
-                    Ok(())
-                } else {
-                    Err(self.plain_error(
-                        "quantities must match the regular expression \
-                         '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-                            .to_owned(),
-                    ))
-                }
+                checked.map_err(|error| self.plain_error(error.message().to_owned()))
             }
             NodeKind::Object(index) => {
                 let Value::Object(map) = value else {
@@ -244,31 +240,6 @@ impl<'s> Walker<'s> {
             }
         }
     }
-}
-
-/// Whether `s` has the shape `resource.ParseQuantity` accepts: a signed decimal number and a
-/// suffix (a binary or decimal SI suffix, or an exponent).
-fn looks_like_quantity(s: &str) -> bool {
-    let s = s.strip_prefix(['+', '-']).unwrap_or(s);
-    let digits = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (number, suffix) = s.split_at(digits);
-    if number.is_empty() || number == "." || number.matches('.').count() > 1 {
-        return false;
-    }
-    const SUFFIXES: [&str; 14] = [
-        "", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "n", "u", "m", "k", "M", "G", "T",
-    ];
-    if SUFFIXES.contains(&suffix) || suffix == "P" || suffix == "E" {
-        return true;
-    }
-    // An exponent: e or E, an optional sign, digits.
-    let Some(exponent) = suffix.strip_prefix(['e', 'E']) else {
-        return false;
-    };
-    let exponent = exponent.strip_prefix(['+', '-']).unwrap_or(exponent);
-    !exponent.is_empty() && exponent.chars().all(|c| c.is_ascii_digit())
 }
 
 #[cfg(test)]

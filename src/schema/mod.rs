@@ -17,6 +17,7 @@
 
 pub mod crd;
 pub mod decode;
+pub mod quantity;
 pub mod round_trip;
 
 use std::collections::HashMap;

@@ -17,9 +17,8 @@
 //! - a field with neither is always written, with its zero value when it was absent
 //!   (`containers: null`, `name: ""`);
 //! - types with their own encoding: `Time` is `null` when zero; `IntOrString` and `Quantity`
-//!   keep their value (a number `Quantity` becomes a string; the apiserver also rewrites a
-//!   quantity in canonical form, `0.5` → `500m`, which is not done here); a `RawExtension` or
-//!   `interface{}` keeps its JSON as it is.
+//!   keep their value, a `Quantity` written in canonical form (`0.5` → `500m`, `1000` → `1k`,
+//!   a number as a string); a `RawExtension` or `interface{}` keeps its JSON as it is.
 //!
 //! So `metadata.annotations: {}` and `initContainers: []` vanish, which is why a later patch
 //! adding a key under them fails with "doc is missing path".
@@ -35,6 +34,7 @@
 use serde_json::{Map, Value};
 
 use super::decode::{DecodeError, check_decode};
+use super::quantity::canonical_quantity;
 use super::{Field, Node, NodeKind, Origin, Schema};
 
 /// The object as decoding `object` into the kind's Go type and encoding it again gives it, or
@@ -61,7 +61,13 @@ fn encode(schema: &Schema, node: &Node, value: Option<&Value>) -> Value {
         NodeKind::Boolean => value.cloned().unwrap_or(Value::Bool(false)),
         NodeKind::IntOrString => value.cloned().unwrap_or_else(|| Value::from(0)),
         NodeKind::Quantity => match value {
-            Some(Value::Number(n)) => Value::String(n.to_string()),
+            Some(Value::Number(n)) => {
+                let text = n.to_string();
+                Value::String(canonical_quantity(&text).unwrap_or(text))
+            }
+            Some(Value::String(s)) => {
+                Value::String(canonical_quantity(s.trim()).unwrap_or_else(|| s.clone()))
+            }
             Some(other) => other.clone(),
             None => Value::from("0"),
         },
@@ -279,6 +285,14 @@ mod tests {
         assert_eq!(
             out["spec"]["containers"][0]["resources"]["limits"],
             json!({"cpu": "2", "memory": "1Gi"})
+        );
+        let pod = json!({"spec": {"containers": [
+            {"name": "a", "resources": {"limits": {"cpu": "0.5", "memory": 1000}}}
+        ]}});
+        let out = round_trip(&schema("", "Pod"), &pod).unwrap();
+        assert_eq!(
+            out["spec"]["containers"][0]["resources"]["limits"],
+            json!({"cpu": "500m", "memory": "1k"})
         );
     }
 }
