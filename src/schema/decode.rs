@@ -30,6 +30,7 @@ use serde_json::Value;
 
 use super::quantity::{QuantityError, check_quantity};
 use super::{IntKind, Node, NodeKind, Origin, Schema};
+use crate::admission::GroupVersionKind;
 
 /// The first type error of a manifest, worded as the apiserver words it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,6 +78,15 @@ pub fn check_decode(schema: &Schema, object: &Value) -> Result<(), DecodeError> 
             message,
             path,
         }),
+    }
+}
+
+/// [`check_decode`] for an object of kind `gvk`, with the built-in kind's schema; objects of
+/// kinds without one (custom resources) are not checked.
+pub fn check_object(gvk: &GroupVersionKind, object: &Value) -> Result<(), DecodeError> {
+    match super::builtin(gvk) {
+        Some(schema) => check_decode(&schema, object),
+        None => Ok(()),
     }
 }
 
@@ -247,7 +257,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::admission::GroupVersionKind;
     use crate::schema::builtin;
 
     fn pod_schema() -> Schema {
@@ -280,6 +289,24 @@ mod tests {
             "priority": null
         }));
         assert_eq!(check_decode(&pod_schema(), &object), Ok(()));
+    }
+
+    #[test]
+    fn objects_are_checked_by_their_kind() {
+        let gvk = |group: &str, kind: &str| GroupVersionKind {
+            group: group.to_owned(),
+            version: "v1".to_owned(),
+            kind: kind.to_owned(),
+        };
+        let bad = json!({"spec": {"replicas": "3"}});
+        assert_eq!(
+            check_object(&gvk("apps", "Deployment"), &bad)
+                .unwrap_err()
+                .to_string(),
+            "Deployment in version \"v1\" cannot be handled as a Deployment: json: cannot \
+             unmarshal string into Go struct field DeploymentSpec.spec.replicas of type int32"
+        );
+        assert_eq!(check_object(&gvk("example.com", "Widget"), &bad), Ok(()));
     }
 
     #[test]

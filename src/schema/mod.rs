@@ -36,7 +36,7 @@ pub(crate) const BUILTIN_TABLE: &str = include_str!("builtin.json");
 pub struct Schema {
     types: Arc<[ObjectType]>,
     root: usize,
-    gvk: GroupVersionKind,
+    gvk: Arc<GroupVersionKind>,
     origin: Origin,
 }
 
@@ -273,8 +273,10 @@ impl Node {
 /// The parsed table: one arena for every built-in kind.
 struct BuiltinTable {
     types: Arc<[ObjectType]>,
-    /// (group, version, kind, root type), sorted for a binary search without allocation.
-    kinds: Vec<(String, String, String, usize)>,
+    /// Each kind and its root type, sorted by (group, version, kind).
+    kinds: Vec<(Arc<GroupVersionKind>, usize)>,
+    /// The same, by kind name, for a lookup without allocation (a name has few versions).
+    by_kind: HashMap<String, Vec<(Arc<GroupVersionKind>, usize)>>,
     names: HashMap<String, usize>,
 }
 
@@ -287,15 +289,14 @@ static BUILTINS: LazyLock<BuiltinTable> = LazyLock::new(|| {
 /// `None` for kinds it does not know (custom resources).
 pub fn builtin(gvk: &GroupVersionKind) -> Option<Schema> {
     let table = &*BUILTINS;
-    let wanted = (gvk.group.as_str(), gvk.version.as_str(), gvk.kind.as_str());
-    let found = table
-        .kinds
-        .binary_search_by(|(g, v, k, _)| (g.as_str(), v.as_str(), k.as_str()).cmp(&wanted))
-        .ok()?;
-    let root = table.kinds[found].3;
+    let (gvk, root) = table
+        .by_kind
+        .get(gvk.kind.as_str())?
+        .iter()
+        .find(|(known, _)| known.group == gvk.group && known.version == gvk.version)?;
     Some(Schema {
         types: table.types.clone(),
-        root,
+        root: *root,
         gvk: gvk.clone(),
         origin: Origin::BuiltIn,
     })
@@ -306,11 +307,7 @@ pub fn builtin_kinds() -> Vec<GroupVersionKind> {
     BUILTINS
         .kinds
         .iter()
-        .map(|(group, version, kind, _)| GroupVersionKind {
-            group: group.clone(),
-            version: version.clone(),
-            kind: kind.clone(),
-        })
+        .map(|(gvk, _)| GroupVersionKind::clone(gvk))
         .collect()
 }
 
@@ -428,9 +425,30 @@ fn parse_table(text: &str) -> Result<BuiltinTable, String> {
     }
     kinds.sort();
     kinds.dedup_by(|a, b| (&a.0, &a.1, &a.2) == (&b.0, &b.1, &b.2));
+    let kinds = kinds
+        .into_iter()
+        .map(|(group, version, kind, index)| {
+            (
+                Arc::new(GroupVersionKind {
+                    group,
+                    version,
+                    kind,
+                }),
+                index,
+            )
+        })
+        .collect::<Vec<_>>();
+    let mut by_kind: HashMap<String, Vec<_>> = HashMap::new();
+    for (gvk, index) in &kinds {
+        by_kind
+            .entry(gvk.kind.clone())
+            .or_default()
+            .push((gvk.clone(), *index));
+    }
     Ok(BuiltinTable {
         types: types.into(),
         kinds,
+        by_kind,
         names,
     })
 }
@@ -491,7 +509,7 @@ pub(crate) fn schema_from_parts(
     Schema {
         types: types.into(),
         root,
-        gvk,
+        gvk: Arc::new(gvk),
         origin: Origin::CustomResource,
     }
 }

@@ -36,6 +36,7 @@ use serde_json::{Map, Value};
 use super::decode::{DecodeError, check_decode};
 use super::quantity::canonical_quantity;
 use super::{Field, Node, NodeKind, Origin, Schema};
+use crate::admission::GroupVersionKind;
 
 /// The object as decoding `object` into the kind's Go type and encoding it again gives it, or
 /// the decode error when a value has the wrong type for its field. Objects of custom resources
@@ -46,6 +47,15 @@ pub fn round_trip(schema: &Schema, object: &Value) -> Result<Value, DecodeError>
     }
     check_decode(schema, object)?;
     Ok(encode(schema, &schema.root_node(), present(Some(object))))
+}
+
+/// [`round_trip`] for an object of kind `gvk`, with the built-in kind's schema; objects of
+/// kinds without one (custom resources) are returned unchanged.
+pub fn round_trip_object(gvk: &GroupVersionKind, object: &Value) -> Result<Value, DecodeError> {
+    match super::builtin(gvk) {
+        Some(schema) => round_trip(&schema, object),
+        None => Ok(object.clone()),
+    }
 }
 
 /// A decoded value: `None` is the zero value (absent or `null`).
@@ -169,7 +179,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::admission::GroupVersionKind;
     use crate::schema::builtin;
 
     fn schema(group: &str, kind: &str) -> Schema {
@@ -259,6 +268,18 @@ mod tests {
             round_trip(&schema("apps", "Deployment"), &out).unwrap(),
             out
         );
+    }
+
+    #[test]
+    fn kinds_without_a_schema_come_back_unchanged() {
+        let widget = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                            "metadata": {"annotations": {}}, "spec": {"parts": []}});
+        let gvk = GroupVersionKind {
+            group: "example.com".to_owned(),
+            version: "v1".to_owned(),
+            kind: "Widget".to_owned(),
+        };
+        assert_eq!(round_trip_object(&gvk, &widget).unwrap(), widget);
     }
 
     #[test]
