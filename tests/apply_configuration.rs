@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use portcullis::admission::GroupVersionKind;
 use portcullis::engine::admission_policy::apply_configuration::{
     merge_apply_configuration, merge_apply_configuration_with, merge_server_side_apply,
+    merge_server_side_apply_with,
 };
 use portcullis::schema::crd::schemas_from_crd;
 use serde::Deserialize;
@@ -22,6 +23,10 @@ struct Fixture {
     /// What the case shows.
     description: String,
     gvk: GroupVersionKind,
+    /// The CustomResourceDefinition whose schema the kind has (else the built-in kind's, or
+    /// none).
+    #[serde(default)]
+    crd: Option<Value>,
     /// `false` merges as plain server-side apply, without the refusal of atomic values.
     #[serde(default = "refuse_atomics")]
     refuse_atomics: bool,
@@ -62,18 +67,34 @@ fn fixtures() -> Vec<(String, Fixture)> {
         .collect()
 }
 
+/// Merges the fixture's apply configuration into `object` with the fixture's schema.
+fn merge(fixture: &Fixture, object: &Value) -> Result<Value, String> {
+    let Some(crd) = &fixture.crd else {
+        return if fixture.refuse_atomics {
+            merge_apply_configuration(object, &fixture.partial, &fixture.gvk)
+        } else {
+            merge_server_side_apply(object, &fixture.partial, &fixture.gvk)
+        };
+    };
+    let schemas = schemas_from_crd(crd).map_err(|error| format!("bad CRD: {error}"))?;
+    let schema = schemas
+        .iter()
+        .find(|schema| schema.gvk() == &fixture.gvk)
+        .ok_or_else(|| "the CRD does not serve the fixture's kind".to_owned())?;
+    if fixture.refuse_atomics {
+        merge_apply_configuration_with(object, &fixture.partial, Some(schema))
+    } else {
+        merge_server_side_apply_with(object, &fixture.partial, Some(schema))
+    }
+}
+
 #[test]
 fn fixtures_merge_as_expected() {
     let fixtures = fixtures();
     assert!(fixtures.len() >= 20, "only {} fixtures", fixtures.len());
     let mut failures = Vec::new();
     for (name, fixture) in &fixtures {
-        let merge = if fixture.refuse_atomics {
-            merge_apply_configuration
-        } else {
-            merge_server_side_apply
-        };
-        let got = merge(&fixture.object, &fixture.partial, &fixture.gvk);
+        let got = merge(fixture, &fixture.object);
         let failure = match (&got, &fixture.expected, &fixture.error) {
             (Ok(merged), Some(expected), None) if merged == expected => None,
             (Err(error), None, Some(expected)) if error == expected => None,
@@ -101,10 +122,9 @@ fn merging_again_changes_nothing() {
         if fixture.expected.is_none() || !fixture.refuse_atomics {
             continue;
         }
-        let once = merge_apply_configuration(&fixture.object, &fixture.partial, &fixture.gvk)
-            .unwrap_or_else(|error| panic!("{name}: {error}"));
-        let twice = merge_apply_configuration(&once, &fixture.partial, &fixture.gvk)
-            .unwrap_or_else(|error| panic!("{name}: {error}"));
+        let once =
+            merge(&fixture, &fixture.object).unwrap_or_else(|error| panic!("{name}: {error}"));
+        let twice = merge(&fixture, &once).unwrap_or_else(|error| panic!("{name}: {error}"));
         assert_eq!(once, twice, "{name}");
     }
 }
