@@ -33,7 +33,7 @@
 
 use serde_json::{Map, Value};
 
-use super::decode::{DecodeError, check_decode};
+use super::decode::{DecodeError, base64_error, check_decode};
 use super::quantity::canonical_quantity;
 use super::{Field, Node, NodeKind, Origin, Schema};
 use crate::admission::GroupVersionKind;
@@ -66,7 +66,12 @@ fn present(value: Option<&Value>) -> Option<&Value> {
 /// Encodes the value decoded from `value` into a Go value of shape `node`.
 fn encode(schema: &Schema, node: &Node, value: Option<&Value>) -> Value {
     match &node.kind {
-        NodeKind::String | NodeKind::Bytes => value.cloned().unwrap_or_else(|| Value::from("")),
+        NodeKind::String => value.cloned().unwrap_or_else(|| Value::from("")),
+        NodeKind::Bytes => match value {
+            Some(Value::String(s)) => Value::String(reencode_base64(s)),
+            Some(other) => other.clone(),
+            None => Value::from(""),
+        },
         NodeKind::Integer(_) | NodeKind::Number => value.cloned().unwrap_or_else(|| Value::from(0)),
         NodeKind::Boolean => value.cloned().unwrap_or(Value::Bool(false)),
         NodeKind::IntOrString => value.cloned().unwrap_or_else(|| Value::from(0)),
@@ -111,6 +116,37 @@ fn encode(schema: &Schema, node: &Node, value: Option<&Value>) -> Value {
             None => Value::Null,
         },
     }
+}
+
+/// A `[]byte` as decoding then encoding leaves it: newlines dropped, the unused bits of the
+/// last symbol cleared, padding written (`YWJj\nZGVm` → `YWJjZGVm`, `YR==` → `YQ==`).
+fn reencode_base64(s: &str) -> String {
+    use base64::Engine as _;
+    if base64_error(s.as_bytes()).is_some() {
+        return s.to_owned();
+    }
+    let sextets: Vec<u8> = s
+        .bytes()
+        .filter_map(|c| match c {
+            b'A'..=b'Z' => Some(c - b'A'),
+            b'a'..=b'z' => Some(c - b'a' + 26),
+            b'0'..=b'9' => Some(c - b'0' + 52),
+            b'+' => Some(62),
+            b'/' => Some(63),
+            _ => None,
+        })
+        .collect();
+    let mut bytes = Vec::with_capacity(sextets.len() * 3 / 4);
+    for chunk in sextets.chunks(4) {
+        let value = chunk
+            .iter()
+            .chain(std::iter::repeat(&0))
+            .take(4)
+            .fold(0u32, |acc, &sextet| acc << 6 | u32::from(sextet));
+        let [_, a, b, c] = value.to_be_bytes();
+        bytes.extend_from_slice(&[a, b, c][..chunk.len() - 1]);
+    }
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// The encoding of one struct field, or `None` when `omitempty`/`omitzero` leave it out.
@@ -290,6 +326,17 @@ mod tests {
             error
                 .message
                 .contains("PodSpec.spec.hostNetwork of type bool")
+        );
+    }
+
+    #[test]
+    fn bytes_are_reencoded() {
+        let secret =
+            json!({"kind": "Secret", "data": {"a": "YWJj\nZGVm", "b": "YR==", "c": "YQ=="}});
+        let out = round_trip(&schema("", "Secret"), &secret).unwrap();
+        assert_eq!(
+            out["data"],
+            json!({"a": "YWJjZGVm", "b": "YQ==", "c": "YQ=="})
         );
     }
 
