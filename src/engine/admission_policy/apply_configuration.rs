@@ -288,8 +288,8 @@ fn error(path: &str, message: String) -> FieldError {
 // ---- Item keys ----
 
 /// Which items of a keyed list to refuse for lacking a key field: the apply configuration's
-/// (see the module comment of `list_keys`); the live object's only when all are missing, as
-/// SMD does.
+/// when a key without a real default is missing (see [`key_default`]); the live object's only
+/// when all are missing, as SMD does.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Side {
     Object,
