@@ -19,6 +19,7 @@ pub mod crd;
 pub mod decode;
 pub mod quantity;
 pub mod round_trip;
+pub mod time;
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};

@@ -16,7 +16,8 @@
 //! - a field with `omitzero` is dropped when it is its zero value (`creationTimestamp`);
 //! - a field with neither is always written, with its zero value when it was absent
 //!   (`containers: null`, `name: ""`);
-//! - types with their own encoding: `Time` is `null` when zero; `IntOrString` and `Quantity`
+//! - types with their own encoding: `Time` is `null` when zero, else written in UTC to the
+//!   second (`2024-01-01T01:00:00.5+01:00` → `2024-01-01T00:00:00Z`); `IntOrString` and `Quantity`
 //!   keep their value, a `Quantity` written in canonical form (`0.5` → `500m`, `1000` → `1k`,
 //!   a number as a string); a `RawExtension` or `interface{}` keeps its JSON as it is.
 //!
@@ -35,6 +36,7 @@ use serde_json::{Map, Value};
 
 use super::decode::{DecodeError, base64_error, check_decode};
 use super::quantity::canonical_quantity;
+use super::time::canonical_time;
 use super::{Field, Node, NodeKind, Origin, Schema};
 use crate::admission::GroupVersionKind;
 
@@ -86,7 +88,17 @@ fn encode(schema: &Schema, node: &Node, value: Option<&Value>) -> Value {
             Some(other) => other.clone(),
             None => Value::from("0"),
         },
-        NodeKind::Time | NodeKind::Any => value.cloned().unwrap_or(Value::Null),
+        NodeKind::Time => match value {
+            Some(Value::String(s)) if node.go_type == "v1.Time" => match canonical_time(s) {
+                // Go's zero time is written as null.
+                Some(t) if t == "0001-01-01T00:00:00Z" && !s.contains(['.', ',']) => Value::Null,
+                Some(t) => Value::String(t),
+                None => Value::String(s.clone()),
+            },
+            Some(other) => other.clone(),
+            None => Value::Null,
+        },
+        NodeKind::Any => value.cloned().unwrap_or(Value::Null),
         NodeKind::Object(index) => {
             let input = value.and_then(Value::as_object);
             let mut out = Map::new();
@@ -197,7 +209,14 @@ fn is_zero(schema: &Schema, node: &Node, value: Option<&Value>) -> bool {
         NodeKind::Integer(_) | NodeKind::Number => value.as_f64() == Some(0.0),
         NodeKind::Boolean => value == &Value::Bool(false),
         NodeKind::IntOrString => value.as_f64() == Some(0.0),
-        NodeKind::Time | NodeKind::Any | NodeKind::Quantity => false,
+        NodeKind::Time => {
+            node.go_type == "v1.Time"
+                && value.as_str().is_some_and(|s| {
+                    !s.contains(['.', ','])
+                        && canonical_time(s).as_deref() == Some("0001-01-01T00:00:00Z")
+                })
+        }
+        NodeKind::Any | NodeKind::Quantity => false,
         NodeKind::Map { .. } | NodeKind::List { .. } => false,
         NodeKind::Object(index) => schema.object(*index).fields.iter().all(|field| {
             let child = present(value.get(&field.name));
@@ -327,6 +346,21 @@ mod tests {
                 .message
                 .contains("PodSpec.spec.hostNetwork of type bool")
         );
+    }
+
+    #[test]
+    fn times_are_written_in_utc() {
+        let pod = json!({"metadata": {"deletionTimestamp": "2024-01-01T01:00:00.5+01:00"}});
+        let out = round_trip(&schema("", "Pod"), &pod).unwrap();
+        assert_eq!(
+            out["metadata"]["deletionTimestamp"],
+            json!("2024-01-01T00:00:00Z")
+        );
+        // The zero time is null, and creationTimestamp (omitzero) is then left out.
+        let pod = json!({"metadata": {"creationTimestamp": "0001-01-01T00:00:00Z",
+                                      "deletionTimestamp": "0001-01-01T00:00:00Z"}});
+        let out = round_trip(&schema("", "Pod"), &pod).unwrap();
+        assert_eq!(out["metadata"], json!({"deletionTimestamp": null}));
     }
 
     #[test]
