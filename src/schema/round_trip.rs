@@ -28,7 +28,8 @@
 //! and `copy` operations on the object a mutation sees): `status: {}`, a container's
 //! `resources: {}`, `automountServiceAccountToken: false`, a nameless container's `name: ""`
 //! and an absent `containers` as `null` are there; `hostNetwork: false` and
-//! `creationTimestamp` are not.
+//! `creationTimestamp` are not; `status.startTime: 2024-01-01T01:00:00.5+01:00` is
+//! `2024-01-01T00:00:00Z` and a CPU limit given as the number `0.5` is `"500m"`.
 //!
 //! Custom resources stay unstructured in the apiserver: their objects come back unchanged.
 
