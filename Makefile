@@ -71,6 +71,17 @@ bench-load:
 bench-smoke:
 	bench/run.sh --smoke
 
+.PHONY: schemas schemas-check
+
+## schemas: regenerate src/schema/builtin.json and builtin.lock from the pinned Kubernetes
+## modules (OpenAPI v3 of k8s.io/kubernetes v1.37.2 + Go types of k8s.io/api v0.37.2); needs Go
+schemas:
+	cd scripts/object-model && go run . -out ../../src/schema
+
+## schemas-check: run the generator and fail if its output differs from the committed table
+schemas-check:
+	PORTCULLIS_SCHEMA_REGENERATE=1 $(CARGO) test --locked --lib schema::tests
+
 .PHONY: fuzz fuzz-smoke deny
 
 ## fuzz: every cargo-fuzz target (review, policy, patch, cel) for FUZZ_SECONDS (20) seconds each on a

@@ -7,6 +7,8 @@
 //! - [`engine`]: the one [`engine::Engine::evaluate`] that both `serve` and offline commands call.
 //! - [`defaulting`]: the apiserver's defaulting of built-in kinds, on untyped objects.
 //! - [`patch`]: JSON Patch building for defaulting rules.
+//! - [`schema`]: the Kubernetes object model: built-in and CRD schemas, typed decode checks and
+//!   round-trips.
 //! - [`server`]: the webhook router, handlers, extractor, errors, listeners and shutdown.
 //! - [`admin`]: health, readiness and metrics endpoints.
 //! - [`tls`]: certificate loading, generation and hot reload.
@@ -25,6 +27,7 @@ pub mod names;
 pub mod offline;
 pub mod patch;
 pub mod policy;
+pub mod schema;
 pub mod server;
 pub mod telemetry;
 pub mod tls;

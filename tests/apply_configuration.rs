@@ -9,8 +9,10 @@ use std::path::{Path, PathBuf};
 
 use portcullis::admission::GroupVersionKind;
 use portcullis::engine::admission_policy::apply_configuration::{
-    ListKind, Shape, merge_apply_configuration, merge_server_side_apply, shape_at,
+    merge_apply_configuration, merge_apply_configuration_with, merge_server_side_apply,
+    merge_server_side_apply_with,
 };
+use portcullis::schema::crd::schemas_from_crd;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -21,6 +23,10 @@ struct Fixture {
     /// What the case shows.
     description: String,
     gvk: GroupVersionKind,
+    /// The CustomResourceDefinition whose schema the kind has (else the built-in kind's, or
+    /// none).
+    #[serde(default)]
+    crd: Option<Value>,
     /// `false` merges as plain server-side apply, without the refusal of atomic values.
     #[serde(default = "refuse_atomics")]
     refuse_atomics: bool,
@@ -61,18 +67,34 @@ fn fixtures() -> Vec<(String, Fixture)> {
         .collect()
 }
 
+/// Merges the fixture's apply configuration into `object` with the fixture's schema.
+fn merge(fixture: &Fixture, object: &Value) -> Result<Value, String> {
+    let Some(crd) = &fixture.crd else {
+        return if fixture.refuse_atomics {
+            merge_apply_configuration(object, &fixture.partial, &fixture.gvk)
+        } else {
+            merge_server_side_apply(object, &fixture.partial, &fixture.gvk)
+        };
+    };
+    let schemas = schemas_from_crd(crd).map_err(|error| format!("bad CRD: {error}"))?;
+    let schema = schemas
+        .iter()
+        .find(|schema| schema.gvk() == &fixture.gvk)
+        .ok_or_else(|| "the CRD does not serve the fixture's kind".to_owned())?;
+    if fixture.refuse_atomics {
+        merge_apply_configuration_with(object, &fixture.partial, Some(schema))
+    } else {
+        merge_server_side_apply_with(object, &fixture.partial, Some(schema))
+    }
+}
+
 #[test]
 fn fixtures_merge_as_expected() {
     let fixtures = fixtures();
     assert!(fixtures.len() >= 20, "only {} fixtures", fixtures.len());
     let mut failures = Vec::new();
     for (name, fixture) in &fixtures {
-        let merge = if fixture.refuse_atomics {
-            merge_apply_configuration
-        } else {
-            merge_server_side_apply
-        };
-        let got = merge(&fixture.object, &fixture.partial, &fixture.gvk);
+        let got = merge(fixture, &fixture.object);
         let failure = match (&got, &fixture.expected, &fixture.error) {
             (Ok(merged), Some(expected), None) if merged == expected => None,
             (Err(error), None, Some(expected)) if error == expected => None,
@@ -100,85 +122,139 @@ fn merging_again_changes_nothing() {
         if fixture.expected.is_none() || !fixture.refuse_atomics {
             continue;
         }
-        let once = merge_apply_configuration(&fixture.object, &fixture.partial, &fixture.gvk)
-            .unwrap_or_else(|error| panic!("{name}: {error}"));
-        let twice = merge_apply_configuration(&once, &fixture.partial, &fixture.gvk)
-            .unwrap_or_else(|error| panic!("{name}: {error}"));
+        let once =
+            merge(&fixture, &fixture.object).unwrap_or_else(|error| panic!("{name}: {error}"));
+        let twice = merge(&fixture, &once).unwrap_or_else(|error| panic!("{name}: {error}"));
         assert_eq!(once, twice, "{name}");
     }
 }
 
-fn gvk(group: &str, kind: &str) -> GroupVersionKind {
+fn gvk(group: &str, version: &str, kind: &str) -> GroupVersionKind {
     GroupVersionKind {
         group: group.to_owned(),
-        version: "v1".to_owned(),
+        version: version.to_owned(),
         kind: kind.to_owned(),
     }
 }
 
-fn keys(shape: &Shape) -> Vec<&'static str> {
-    match shape {
-        Shape::List {
-            kind: ListKind::Map(keys),
-            ..
-        } => keys.iter().map(|key| key.field).collect(),
-        other => panic!("not an associative list: {other:?}"),
-    }
+/// Kinds the old hand-written table did not know merge by their schema's list keys.
+#[test]
+fn kinds_beyond_the_old_table_merge_by_key() {
+    let policy = serde_json::json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "np"},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"],
+                 "ingress": [{"ports": [{"port": 80}]}]}
+    });
+    // ingress and its ports are atomic in the schema: setting them is refused, as the
+    // apiserver refuses it, each atomic value listed.
+    let error = merge_apply_configuration(
+        &policy,
+        &serde_json::json!({"spec": {"ingress": [{"ports": [{"port": 443}]}]}}),
+        &gvk("networking.k8s.io", "v1", "NetworkPolicy"),
+    )
+    .unwrap_err();
+    assert_eq!(
+        error,
+        "invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: \
+         .spec.ingress, .spec.ingress[0].ports"
+    );
+    let hpa = serde_json::json!({
+        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "h"},
+        "spec": {"maxReplicas": 3, "scaleTargetRef": {"kind": "Deployment", "name": "d"}}
+    });
+    let merged = merge_apply_configuration(
+        &hpa,
+        &serde_json::json!({"spec": {"minReplicas": 2}}),
+        &gvk("autoscaling", "v2", "HorizontalPodAutoscaler"),
+    )
+    .unwrap();
+    assert_eq!(merged["spec"]["minReplicas"], 2);
+    assert_eq!(merged["spec"]["maxReplicas"], 3);
 }
 
+/// A field the schema does not declare, and a scalar of the wrong type, are refused when the
+/// apply configuration is converted to its typed form.
 #[test]
-fn table_finds_lists_by_path_from_the_kind_root() {
-    let pod = gvk("", "Pod");
-    let deployment = gvk("apps", "Deployment");
-    let cron_job = gvk("batch", "CronJob");
-    assert_eq!(keys(shape_at(&pod, "spec.containers")), ["name"]);
+fn undeclared_fields_and_wrong_scalars_are_refused() {
+    let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                                 "spec": {"containers": [{"name": "a", "image": "a"}]}});
+    let error = merge_apply_configuration(
+        &pod,
+        &serde_json::json!({"spec": {"containers": [{"name": "a", "imageTypo": "b"}]}}),
+        &gvk("", "v1", "Pod"),
+    )
+    .unwrap_err();
     assert_eq!(
-        keys(shape_at(&deployment, "spec.template.spec.initContainers")),
-        ["name"]
+        error,
+        "failed to convert patch object to typed object: \
+         .spec.containers[name=\"a\"].imageTypo: field not declared in schema"
     );
+    let error = merge_apply_configuration(
+        &pod,
+        &serde_json::json!({"spec": {"priority": "high"}}),
+        &gvk("", "v1", "Pod"),
+    )
+    .unwrap_err();
     assert_eq!(
-        keys(shape_at(
-            &cron_job,
-            "spec.jobTemplate.spec.template.spec.containers.env"
-        )),
-        ["name"]
+        error,
+        "failed to convert patch object to typed object: .spec.priority: expected numeric \
+         (int or float), got string"
     );
+}
+
+/// A custom resource merges by the list keys of its CustomResourceDefinition's schema.
+#[test]
+fn custom_resources_merge_by_their_crd_schema() {
+    let crd = serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"kind": "Widget", "plural": "widgets"},
+                 "versions": [{"name": "v1", "served": true, "storage": true, "schema": {
+                     "openAPIV3Schema": {"type": "object", "properties": {"spec": {
+                         "type": "object", "properties": {
+                             "parts": {"type": "array", "x-kubernetes-list-type": "map",
+                                       "x-kubernetes-list-map-keys": ["name"],
+                                       "items": {"type": "object", "properties": {
+                                           "name": {"type": "string"},
+                                           "size": {"type": "integer"}}}},
+                             "selector": {"type": "object", "x-kubernetes-map-type": "atomic",
+                                          "properties": {"app": {"type": "string"}}}}}}}}}]}
+    });
+    let schemas = schemas_from_crd(&crd).unwrap();
+    let widget = serde_json::json!({
+        "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+        "spec": {"parts": [{"name": "p1", "size": 1}]}
+    });
+    let merged = merge_apply_configuration_with(
+        &widget,
+        &serde_json::json!({"spec": {"parts": [{"name": "p2", "size": 2}, {"name": "p1", "size": 3}]}}),
+        Some(&schemas[0]),
+    )
+    .unwrap();
     assert_eq!(
-        keys(shape_at(&pod, "spec.containers.ports")),
-        ["containerPort", "protocol"]
+        merged["spec"]["parts"],
+        serde_json::json!([{"name": "p2", "size": 2}, {"name": "p1", "size": 3}])
     );
-    assert_eq!(keys(shape_at(&pod, "spec.volumes")), ["name"]);
+    let error = merge_apply_configuration_with(
+        &widget,
+        &serde_json::json!({"spec": {"selector": {"app": "a"}}}),
+        Some(&schemas[0]),
+    )
+    .unwrap_err();
     assert_eq!(
-        keys(shape_at(&pod, "spec.topologySpreadConstraints")),
-        ["topologyKey", "whenUnsatisfiable"]
+        error,
+        "invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: .spec.selector"
     );
-    assert_eq!(
-        keys(shape_at(&gvk("", "Service"), "spec.ports")),
-        ["port", "protocol"]
-    );
-    assert_eq!(keys(shape_at(&pod, "metadata.ownerReferences")), ["uid"]);
-    assert!(matches!(
-        shape_at(&pod, "metadata.finalizers"),
-        Shape::List {
-            kind: ListKind::Set,
-            ..
-        }
-    ));
-    assert!(shape_at(&pod, "spec.tolerations").is_atomic());
-    assert!(shape_at(&pod, "spec.readinessGates").is_atomic());
-    assert!(shape_at(&pod, "spec.nodeSelector").is_atomic());
-    assert!(shape_at(&deployment, "spec.selector").is_atomic());
-    assert!(matches!(
-        shape_at(&pod, "metadata.labels"),
-        Shape::Map { atomic: false, .. }
-    ));
-    // Unknown kinds know their metadata; unknown paths are Unknown (atomic lists, granular
-    // maps).
-    let widget = gvk("example.com", "Widget");
-    assert_eq!(keys(shape_at(&widget, "metadata.ownerReferences")), ["uid"]);
-    assert_eq!(*shape_at(&widget, "spec.items"), Shape::Unknown);
-    assert_eq!(
-        *shape_at(&pod, "spec.containers.securityContext"),
-        Shape::Unknown
+    // Without its schema, the same list is deduced atomic and refused.
+    assert!(
+        merge_apply_configuration(
+            &widget,
+            &serde_json::json!({"spec": {"parts": [{"name": "p2"}]}}),
+            &gvk("example.com", "v1", "Widget"),
+        )
+        .is_err()
     );
 }

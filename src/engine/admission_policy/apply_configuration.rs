@@ -3,17 +3,22 @@
 //! (`k8s.io/apiserver/pkg/admission/plugin/policy/mutating/patch/smd.go`, v0.37.2):
 //!
 //! 1. the apply configuration is converted to a typed value, which validates it against the
-//!    schema (an associative-list item without its keys, duplicate keys, a list where a map
-//!    belongs …) → `failed to convert patch object to typed object: …`;
+//!    schema (a field the schema does not declare, a scalar of the wrong type, an
+//!    associative-list item without its keys, duplicate keys, a list where a map belongs …) →
+//!    `failed to convert patch object to typed object: …`;
 //! 2. it may not contain atomic lists, maps or structs, whose unmentioned parts would be lost →
 //!    `invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: …`;
 //! 3. it is merged into the object with structured-merge-diff's `Merge` (v6.4.2, `typed/merge.go`)
 //!    → `failed to merge patch: …` (the live object may hold duplicate keys; they are kept).
 //!
-//! The shapes come from [`list_keys`](super::list_keys). Where that table knows nothing
-//! ([`Shape::Unknown`]) maps merge key by key and lists are atomic, as they are for every list
-//! it leaves out of the kinds it knows. Unlike the apiserver, fields it does not know are not
-//! refused (it does not hold the whole schema) and scalars are not type-checked.
+//! The shapes come from the kind's [`Schema`]: the generated table of built-in kinds
+//! ([`crate::schema::builtin`]) or a CustomResourceDefinition's structural schema
+//! ([`crate::schema::crd::schemas_from_crd`], passed to [`merge_apply_configuration_with`]).
+//! Where there is no schema (a kind without one, a `x-kubernetes-preserve-unknown-fields`
+//! subtree, a `RawExtension`), the shape is deduced from the value as SMD deduces it: maps
+//! merge key by key and lists are atomic. A kind without a schema still has the built-in
+//! `metadata`. Fields of the live object that the schema does not declare are kept as they are
+//! (the apiserver's typed object would not have them).
 //!
 //! `null` in an apply configuration does what SMD does with it: a scalar, an atomic field, or an
 //! empty map or list becomes `null`, which decoding into the typed object then drops, so the
@@ -26,14 +31,14 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
-/// The table of how each field merges, for callers that need it.
-pub use super::list_keys::{ListKey, ListKind, Shape, object_shape, shape_at};
 use crate::admission::GroupVersionKind;
+use crate::schema::{self, ListType, Node, NodeKind, ObjectType, Schema};
 
 /// Merges `partial` (an apply configuration) into `object` of kind `gvk`, SMD style:
 /// maps (structs and map-typed fields) merged recursively; atomic lists replaced; associative
 /// lists (x-kubernetes-list-type: map) merged item by item using the list's keys; set lists
-/// (list-type: set) unioned; scalars replaced. Returns the merged object.
+/// (list-type: set) unioned; scalars replaced. Returns the merged object. The schema is the
+/// built-in kind's; a kind without one (a custom resource) merges with deduced shapes.
 ///
 /// As in the apiserver, an apply configuration that sets an atomic list, map or struct to a
 /// value (rather than `null`) is refused, since the merge would drop what it does not repeat.
@@ -48,7 +53,18 @@ pub fn merge_apply_configuration(
     partial: &Value,
     gvk: &GroupVersionKind,
 ) -> Result<Value, String> {
-    merge_checked(object, partial, gvk, AtomicGuard::Refuse)
+    let schema = schema::builtin(gvk);
+    merge_checked(object, partial, schema.as_ref(), AtomicGuard::Refuse)
+}
+
+/// [`merge_apply_configuration`] with the schema given: a custom resource's (from its
+/// CustomResourceDefinition), a built-in kind's, or none (deduced shapes, built-in `metadata`).
+pub fn merge_apply_configuration_with(
+    object: &Value,
+    partial: &Value,
+    schema: Option<&Schema>,
+) -> Result<Value, String> {
+    merge_checked(object, partial, schema, AtomicGuard::Refuse)
 }
 
 /// The same merge without the apiserver's refusal of atomic values: an atomic list, map or
@@ -59,7 +75,17 @@ pub fn merge_server_side_apply(
     partial: &Value,
     gvk: &GroupVersionKind,
 ) -> Result<Value, String> {
-    merge_checked(object, partial, gvk, AtomicGuard::Allow)
+    let schema = schema::builtin(gvk);
+    merge_checked(object, partial, schema.as_ref(), AtomicGuard::Allow)
+}
+
+/// [`merge_server_side_apply`] with the schema given (see [`merge_apply_configuration_with`]).
+pub fn merge_server_side_apply_with(
+    object: &Value,
+    partial: &Value,
+    schema: Option<&Schema>,
+) -> Result<Value, String> {
+    merge_checked(object, partial, schema, AtomicGuard::Allow)
 }
 
 /// Whether an apply configuration may set atomic values.
@@ -69,13 +95,127 @@ enum AtomicGuard {
     Allow,
 }
 
+// ---- Shapes, from the schema ----
+
+/// What a scalar must be, as SMD checks it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scalar {
+    String,
+    Numeric,
+    Boolean,
+    /// int-or-string, quantities: SMD's untyped atomic, anything goes.
+    Untyped,
+}
+
+/// How a list's items are told apart.
+#[derive(Clone, Copy)]
+enum ListKind<'s> {
+    Atomic,
+    Set,
+    /// By these key fields of items of this object type.
+    Map(&'s [String], Option<&'s ObjectType>),
+}
+
+/// How a value merges: a view of a schema node.
+#[derive(Clone, Copy)]
+enum Shape<'s> {
+    /// No schema: maps merge key by key, lists are atomic, scalars are replaced.
+    Deduced,
+    /// The root of a kind without a schema: `metadata` is the built-in one, the rest deduced.
+    UnknownKind(&'s Schema),
+    /// A field the schema does not declare.
+    NotDeclared,
+    Scalar(Scalar),
+    Struct(&'s Schema, &'s ObjectType),
+    Map(&'s Schema, bool, &'s Node),
+    List(&'s Schema, ListKind<'s>, &'s Node),
+}
+
+impl<'s> Shape<'s> {
+    fn of(schema: &'s Schema, node: &'s Node) -> Shape<'s> {
+        match &node.kind {
+            NodeKind::String | NodeKind::Bytes | NodeKind::Time => Shape::Scalar(Scalar::String),
+            NodeKind::Integer(_) | NodeKind::Number => Shape::Scalar(Scalar::Numeric),
+            NodeKind::Boolean => Shape::Scalar(Scalar::Boolean),
+            NodeKind::IntOrString | NodeKind::Quantity => Shape::Scalar(Scalar::Untyped),
+            NodeKind::Any => Shape::Deduced,
+            NodeKind::Object(index) => Shape::Struct(schema, schema.object(*index)),
+            NodeKind::Map { values, atomic } => Shape::Map(schema, *atomic, values),
+            NodeKind::List {
+                items,
+                list_type,
+                keys,
+            } => {
+                let kind = match list_type {
+                    ListType::Atomic => ListKind::Atomic,
+                    ListType::Set => ListKind::Set,
+                    ListType::Map => ListKind::Map(
+                        keys,
+                        match items.kind {
+                            NodeKind::Object(index) => Some(schema.object(index)),
+                            _ => None,
+                        },
+                    ),
+                };
+                Shape::List(schema, kind, items)
+            }
+        }
+    }
+
+    /// The shape of field `name` of an object of this shape.
+    fn field(self, name: &str) -> Shape<'s> {
+        match self {
+            Shape::Struct(schema, object) => match object.field(name) {
+                Some(field) => Shape::of(schema, &field.node),
+                None if object.preserve_unknown_fields => Shape::Deduced,
+                None => Shape::NotDeclared,
+            },
+            Shape::Map(schema, _, values) => Shape::of(schema, values),
+            Shape::UnknownKind(pod) if name == "metadata" => pod
+                .root()
+                .field("metadata")
+                .map_or(Shape::Deduced, |field| Shape::of(pod, &field.node)),
+            _ => Shape::Deduced,
+        }
+    }
+
+    /// Whether the object of this shape is replaced whole.
+    fn atomic_object(self) -> bool {
+        match self {
+            Shape::Struct(_, object) => object.atomic,
+            Shape::Map(_, atomic, _) => atomic,
+            _ => false,
+        }
+    }
+}
+
+/// The root shape of a kind with `schema`, or of a kind without one.
+fn root_shape<'s>(schema: Option<&'s Schema>, pod: &'static Option<Schema>) -> Shape<'s> {
+    match schema {
+        Some(schema) => Shape::Struct(schema, schema.root()),
+        None => match pod {
+            Some(pod) => Shape::UnknownKind(pod),
+            None => Shape::Deduced,
+        },
+    }
+}
+
+/// The Pod schema, whose `metadata` kinds without a schema use.
+static POD: std::sync::LazyLock<Option<Schema>> = std::sync::LazyLock::new(|| {
+    schema::builtin(&GroupVersionKind {
+        group: String::new(),
+        version: "v1".to_owned(),
+        kind: "Pod".to_owned(),
+    })
+});
+
 fn merge_checked(
     object: &Value,
     partial: &Value,
-    gvk: &GroupVersionKind,
+    schema: Option<&Schema>,
     guard: AtomicGuard,
 ) -> Result<Value, String> {
-    let shape = object_shape(gvk);
+    let shape = root_shape(schema, &POD);
     let partial = match partial {
         Value::Object(map) if map.contains_key("apiVersion") || map.contains_key("kind") => {
             let mut map = map.clone();
@@ -148,8 +288,8 @@ fn error(path: &str, message: String) -> FieldError {
 // ---- Item keys ----
 
 /// Which items of a keyed list to refuse for lacking a key field: the apply configuration's
-/// (see the module comment of `list_keys`); the live object's only when all are missing, as
-/// SMD does.
+/// when a key without a real default is missing (see [`key_default`]); the live object's only
+/// when all are missing, as SMD does.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Side {
     Object,
@@ -158,7 +298,7 @@ enum Side {
 
 /// The path element of a list item, rendered as SMD renders it (`[name="app"]`,
 /// `[containerPort=80,protocol="TCP"]`, `[="finalizer"]`); equal renderings are the same item.
-fn item_key(kind: &ListKind, item: &Value, side: Side) -> Result<String, String> {
+fn item_key(kind: ListKind<'_>, item: &Value, side: Side) -> Result<String, String> {
     match kind {
         ListKind::Atomic => Err("invalid indexing of non-associative list".to_owned()),
         ListKind::Set => match item {
@@ -173,11 +313,30 @@ fn item_key(kind: &ListKind, item: &Value, side: Side) -> Result<String, String>
             ),
             scalar => Ok(format!("[={}]", render(scalar))),
         },
-        ListKind::Map(keys) => keyed_item_key(keys, item, side),
+        ListKind::Map(keys, object) => keyed_item_key(keys, object, item, side),
     }
 }
 
-fn keyed_item_key(keys: &[ListKey], item: &Value, side: Side) -> Result<String, String> {
+/// The default of key field `key`, when the schema gives a real one (`protocol: TCP`): the zero
+/// values that openapi-gen records for required fields (`name: ""`) are not defaults here, so an
+/// apply configuration item without its `name` is an error rather than a new item named `""`.
+fn key_default(object: Option<&ObjectType>, key: &str) -> Option<Value> {
+    let default = object?.field(key)?.default.as_ref()?;
+    let zero = match default {
+        Value::String(s) => s.is_empty(),
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::Bool(b) => !b,
+        _ => true,
+    };
+    (!zero).then(|| default.clone())
+}
+
+fn keyed_item_key(
+    keys: &[String],
+    object: Option<&ObjectType>,
+    item: &Value,
+    side: Side,
+) -> Result<String, String> {
     let map = match item {
         Value::Object(map) => map,
         Value::Null => {
@@ -187,20 +346,19 @@ fn keyed_item_key(keys: &[ListKey], item: &Value, side: Side) -> Result<String, 
     };
     let mut parts = Vec::with_capacity(keys.len());
     for key in keys {
-        match (map.get(key.field), key.default) {
-            (Some(value), _) => parts.push(format!("{}={}", key.field, render(value))),
-            (None, Some(default)) => parts.push(format!("{}={:?}", key.field, default)),
+        match (map.get(key.as_str()), key_default(object, key)) {
+            (Some(value), _) => parts.push(format!("{key}={}", render(value))),
+            (None, Some(default)) => parts.push(format!("{key}={}", render(&default))),
             (None, None) if side == Side::ApplyConfiguration => {
                 return Err(format!(
-                    "associative list with keys has an element that omits key field {:?}",
-                    key.field
+                    "associative list with keys has an element that omits key field {key:?}"
                 ));
             }
             (None, None) => {}
         }
     }
     if parts.is_empty() {
-        let names: Vec<_> = keys.iter().map(|key| format!("{:?}", key.field)).collect();
+        let names: Vec<_> = keys.iter().map(|key| format!("{key:?}")).collect();
         return Err(format!(
             "associative list with keys has an element that omits all key fields [{}] (and \
              doesn't have default values for any key fields)",
@@ -244,31 +402,61 @@ fn describe(value: &Value) -> &'static str {
     }
 }
 
+/// `%T` of a value SMD holds unstructured, as its numeric check prints it.
+fn go_type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "<nil>",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float64",
+        Value::Number(_) => "int64",
+        Value::String(_) => "string",
+        Value::Array(_) => "[]interface {}",
+        Value::Object(_) => "map[string]interface {}",
+    }
+}
+
 // ---- Step 1: the apply configuration against the schema ----
 
 /// Checks `value` against `shape` as SMD's validating walker does (`typed/validate.go`), with
 /// duplicates refused.
-fn validate(value: &Value, shape: &'static Shape, path: &mut String, errors: &mut Vec<FieldError>) {
+fn validate(value: &Value, shape: Shape<'_>, path: &mut String, errors: &mut Vec<FieldError>) {
+    if value.is_null() {
+        return;
+    }
     match shape {
-        // Nothing to check: what lies beneath an unlisted field is unlisted too.
-        Shape::Unknown => {}
-        Shape::Scalar => {
-            if matches!(value, Value::Object(_) | Value::Array(_)) {
-                errors.push(error(
-                    path,
-                    format!("expected scalar, got {}", describe(value)),
-                ));
+        // Nothing to check: what lies beneath a deduced value is deduced too.
+        Shape::Deduced => {}
+        Shape::NotDeclared => errors.push(error(path, "field not declared in schema".to_owned())),
+        Shape::Scalar(scalar) => {
+            let message = match (scalar, value) {
+                (Scalar::Untyped, _) => None,
+                (Scalar::String, Value::String(_)) => None,
+                (Scalar::Numeric, Value::Number(_)) => None,
+                (Scalar::Boolean, Value::Bool(_)) => None,
+                (Scalar::String, _) => Some(format!("expected string, got {}", describe(value))),
+                (Scalar::Numeric, _) => Some(format!(
+                    "expected numeric (int or float), got {}",
+                    go_type_name(value)
+                )),
+                (Scalar::Boolean, _) => Some(format!("expected boolean, got {}", describe(value))),
+            };
+            if let Some(message) = message {
+                errors.push(error(path, message));
             }
         }
-        Shape::Struct { .. } | Shape::Map { .. } => match value {
-            Value::Null => {}
+        Shape::Struct(..) | Shape::Map(..) | Shape::UnknownKind(_) => match value {
             Value::Object(map) => {
                 for (key, child) in map {
                     let len = path.len();
                     path.push('.');
                     path.push_str(key);
-                    validate(child, shape.field(key), path, errors);
+                    let field = shape.field(key);
+                    validate(child, field, path, errors);
                     path.truncate(len);
+                    if matches!(field, Shape::NotDeclared) {
+                        // SMD stops at the first undeclared field of a map.
+                        break;
+                    }
                 }
             }
             _ => errors.push(error(
@@ -276,12 +464,12 @@ fn validate(value: &Value, shape: &'static Shape, path: &mut String, errors: &mu
                 format!("expected map, got {}", describe(value)),
             )),
         },
-        Shape::List { kind, items } => match value {
-            Value::Null => {}
+        Shape::List(schema, kind, items) => match value {
             Value::Array(list) => {
+                let items = Shape::of(schema, items);
                 let mut seen = HashSet::new();
                 for (index, child) in list.iter().enumerate() {
-                    let element = if *kind == ListKind::Atomic {
+                    let element = if matches!(kind, ListKind::Atomic) {
                         format!("[{index}]")
                     } else {
                         match item_key(kind, child, Side::ApplyConfiguration) {
@@ -293,7 +481,7 @@ fn validate(value: &Value, shape: &'static Shape, path: &mut String, errors: &mu
                             }
                         }
                     };
-                    if *kind != ListKind::Atomic && !seen.insert(element.clone()) {
+                    if !matches!(kind, ListKind::Atomic) && !seen.insert(element.clone()) {
                         errors.push(error(path, format!("duplicate entries for key {element}")));
                     }
                     let len = path.len();
@@ -314,16 +502,12 @@ fn validate(value: &Value, shape: &'static Shape, path: &mut String, errors: &mu
 
 /// Collects the paths of atomic lists, maps and structs that `value` sets, as the apiserver's
 /// `findAtomics` does: named fields and list items (by index) are walked; map-typed fields'
-/// values are not. A list where the table knows nothing is atomic.
-fn find_atomics(
-    value: &Value,
-    shape: &'static Shape,
-    path: &mut String,
-    atomics: &mut Vec<String>,
-) {
+/// values are not. A deduced list is atomic.
+fn find_atomics(value: &Value, shape: Shape<'_>, path: &mut String, atomics: &mut Vec<String>) {
     match (value, shape) {
-        (Value::Object(map), Shape::Struct { atomic, .. }) => {
-            if *atomic {
+        (Value::Object(_), Shape::Map(_, true, _)) => atomics.push(path.clone()),
+        (Value::Object(map), Shape::Struct(..) | Shape::Deduced | Shape::UnknownKind(_)) => {
+            if shape.atomic_object() {
                 atomics.push(path.clone());
             }
             for (key, child) in map {
@@ -334,21 +518,11 @@ fn find_atomics(
                 path.truncate(len);
             }
         }
-        (Value::Object(_), Shape::Map { atomic: true, .. }) => atomics.push(path.clone()),
-        (Value::Object(map), Shape::Unknown) => {
-            // An unlisted struct of a listed kind: only lists beneath it can be atomic.
-            for (key, child) in map {
-                let len = path.len();
-                path.push('.');
-                path.push_str(key);
-                find_atomics(child, &Shape::Unknown, path, atomics);
-                path.truncate(len);
-            }
-        }
-        (Value::Array(list), Shape::List { kind, items }) => {
-            if *kind == ListKind::Atomic {
+        (Value::Array(list), Shape::List(schema, kind, items)) => {
+            if matches!(kind, ListKind::Atomic) {
                 atomics.push(path.clone());
             }
+            let items = Shape::of(schema, items);
             for (index, child) in list.iter().enumerate() {
                 let len = path.len();
                 path.push_str(&format!("[{index}]"));
@@ -356,12 +530,12 @@ fn find_atomics(
                 path.truncate(len);
             }
         }
-        (Value::Array(list), Shape::Unknown) => {
+        (Value::Array(list), Shape::Deduced) => {
             atomics.push(path.clone());
             for (index, child) in list.iter().enumerate() {
                 let len = path.len();
                 path.push_str(&format!("[{index}]"));
-                find_atomics(child, &Shape::Unknown, path, atomics);
+                find_atomics(child, Shape::Deduced, path, atomics);
                 path.truncate(len);
             }
         }
@@ -376,7 +550,7 @@ fn find_atomics(
 fn merge(
     lhs: Option<&Value>,
     rhs: Option<&Value>,
-    shape: &'static Shape,
+    shape: Shape<'_>,
     path: &mut String,
 ) -> Result<Option<Value>, Vec<FieldError>> {
     let Some(rhs_value) = rhs else {
@@ -385,36 +559,39 @@ fn merge(
     };
     let rhs = Some(rhs_value);
     match shape {
-        Shape::Struct { atomic, .. } | Shape::Map { atomic, .. } => {
+        Shape::Struct(..) | Shape::Map(..) | Shape::UnknownKind(_) => {
             let left = lhs.and_then(Value::as_object);
             let right = rhs.and_then(Value::as_object);
             let empty = |map: Option<&Map<String, Value>>| map.is_none_or(Map::is_empty);
-            if *atomic || (empty(left) && empty(right)) || is_other_type(rhs, Value::is_object) {
+            if shape.atomic_object()
+                || (empty(left) && empty(right))
+                || is_other_type(rhs, Value::is_object)
+            {
                 return Ok(leaf(lhs, rhs));
             }
             merge_maps(left, right, shape, path)
         }
-        Shape::List { kind, items } => {
+        Shape::List(schema, kind, items) => {
             let left = lhs.and_then(Value::as_array);
             let right = rhs.and_then(Value::as_array);
             let empty = |list: Option<&Vec<Value>>| list.is_none_or(Vec::is_empty);
-            if *kind == ListKind::Atomic
+            if matches!(kind, ListKind::Atomic)
                 || (empty(left) && empty(right))
                 || is_other_type(rhs, Value::is_array)
             {
                 return Ok(leaf(lhs, rhs));
             }
-            merge_lists(kind, items, left, right, path)
+            merge_lists(kind, Shape::of(schema, items), left, right, path)
         }
-        Shape::Scalar => Ok(leaf(lhs, rhs)),
+        Shape::Scalar(_) => Ok(leaf(lhs, rhs)),
         // Deduced: maps are merged key by key, everything else is atomic.
-        Shape::Unknown => match (lhs, rhs_value) {
+        Shape::Deduced | Shape::NotDeclared => match (lhs, rhs_value) {
             (None | Some(Value::Object(_)), Value::Object(right)) => {
                 let left = lhs.and_then(Value::as_object);
                 if left.is_none_or(Map::is_empty) && right.is_empty() {
                     return Ok(leaf(lhs, rhs));
                 }
-                merge_maps(left, Some(right), shape, path)
+                merge_maps(left, Some(right), Shape::Deduced, path)
             }
             _ => Ok(leaf(lhs, rhs)),
         },
@@ -435,7 +612,7 @@ fn leaf(lhs: Option<&Value>, rhs: Option<&Value>) -> Option<Value> {
 fn merge_maps(
     lhs: Option<&Map<String, Value>>,
     rhs: Option<&Map<String, Value>>,
-    shape: &'static Shape,
+    shape: Shape<'_>,
     path: &mut String,
 ) -> Result<Option<Value>, Vec<FieldError>> {
     let mut out = Map::new();
@@ -476,7 +653,7 @@ struct IndexedItems<'v> {
 }
 
 fn index_items<'v>(
-    kind: &ListKind,
+    kind: ListKind<'_>,
     list: Option<&'v Vec<Value>>,
     side: Side,
     path: &str,
@@ -508,12 +685,11 @@ fn index_items<'v>(
     }
     indexed
 }
-
 /// SMD's `visitListItems`: items of both sides merged by key; the apply configuration's order
 /// wins for the items both have, the object's items it does not mention keep their places.
 fn merge_lists(
-    kind: &ListKind,
-    items: &'static Shape,
+    kind: ListKind<'_>,
+    items: Shape<'_>,
     lhs: Option<&Vec<Value>>,
     rhs: Option<&Vec<Value>>,
     path: &mut String,

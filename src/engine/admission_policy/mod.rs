@@ -9,7 +9,6 @@
 
 pub mod apply_configuration;
 mod binding;
-mod list_keys;
 mod mutating;
 mod params;
 mod policy_core;

@@ -1,0 +1,41 @@
+//! The object model's cost per request: the typed decode check and the typed round-trip of the
+//! 10 KB Pod of `tests/fixtures/bench/pod-10kb.json`, and a schema lookup.
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use portcullis::admission::GroupVersionKind;
+use portcullis::schema::{builtin, decode::check_decode, round_trip::round_trip};
+
+fn object_model(c: &mut Criterion) {
+    let body = std::fs::read(format!(
+        "{}/tests/fixtures/bench/pod-10kb.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .expect("the 10 KB Pod review");
+    let review: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+    let pod = review["request"]["object"].clone();
+    assert!(pod.is_object(), "the review carries a Pod");
+    let gvk = GroupVersionKind {
+        group: String::new(),
+        version: "v1".to_owned(),
+        kind: "Pod".to_owned(),
+    };
+    let schema = builtin(&gvk).expect("Pod is built in");
+    check_decode(&schema, &pod).expect("the bench Pod decodes");
+
+    let mut group = c.benchmark_group("object-model");
+    group.bench_function("lookup/Pod", |b| {
+        b.iter(|| black_box(builtin(black_box(&gvk))))
+    });
+    group.bench_function("decode-check/pod-10kb", |b| {
+        b.iter(|| black_box(check_decode(&schema, black_box(&pod))))
+    });
+    group.bench_function("round-trip/pod-10kb", |b| {
+        b.iter(|| black_box(round_trip(&schema, black_box(&pod))))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, object_model);
+criterion_main!(benches);
