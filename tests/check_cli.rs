@@ -171,7 +171,9 @@ fn json_output_has_one_object_per_document() {
                         "schedulerName": "default-scheduler",
                         "terminationGracePeriodSeconds": 30,
                         "securityContext": {"runAsNonRoot": true,
-                                            "seccompProfile": {"type": "RuntimeDefault"}}}})
+                                            "seccompProfile": {"type": "RuntimeDefault"}}},
+               // Go encodes the typed Pod's (empty) status struct: admission sees it.
+               "status": {}})
     );
 
     // Refused by the enforced "baseline" level, in upstream's words; a refused request gets
@@ -556,6 +558,14 @@ fn bad_input_exits_2_naming_file_and_document() {
         (
             vec!["tests/fixtures/check/bad/unknown-kind.yaml"],
             "error: tests/fixtures/check/bad/unknown-kind.yaml (document 0): Widget has no apiVersion",
+        ),
+        (
+            vec!["tests/fixtures/check/bad/pod-hostnetwork-string.yaml"],
+            "error: tests/fixtures/check/bad/pod-hostnetwork-string.yaml (document 0): Pod in version \"v1\" cannot be handled as a Pod: json: cannot unmarshal string into Go struct field PodSpec.spec.hostNetwork of type bool",
+        ),
+        (
+            vec!["tests/fixtures/check/bad/pod-containers-object.yaml"],
+            "error: tests/fixtures/check/bad/pod-containers-object.yaml (document 0): Pod in version \"v1\" cannot be handled as a Pod: json: cannot unmarshal object into Go struct field PodSpec.spec.containers of type []v1.Container",
         ),
         // A good file first changes nothing: input errors stop the run before any output.
         (

@@ -355,12 +355,17 @@ impl Manifest {
             }
             None => written_namespace,
         };
+        let kind = GroupVersionKind {
+            group: group.clone(),
+            version: version.clone(),
+            kind,
+        };
+        // The apiserver refuses an object of a built-in kind that does not decode into its Go
+        // type before any admission runs; so does check, with the apiserver's words.
+        crate::schema::decode::check_object(&kind, &object)
+            .map_err(|error| InputError::at(source, error.to_string()))?;
         Ok(Manifest {
-            kind: GroupVersionKind {
-                group: group.clone(),
-                version: version.clone(),
-                kind,
-            },
+            kind,
             resource: GroupVersionResource {
                 group,
                 version,
@@ -373,13 +378,17 @@ impl Manifest {
         })
     }
 
-    /// The manifest with its object defaulted as the apiserver defaults a decoded object of
-    /// its kind ([`apply_defaults`]); unchanged for kinds without defaults here (custom
-    /// resources).
+    /// The manifest's object as admission sees it: decoded into its kind's typed form (empty
+    /// optional fields and unknown fields dropped, as Go's decoding drops them) and defaulted
+    /// as the apiserver defaults it ([`apply_defaults`]); unchanged for kinds without a
+    /// schema or defaults here (custom resources).
     #[must_use]
     pub fn defaulted(&self) -> Cow<'_, Manifest> {
-        let mut object = self.object.clone();
-        if apply_defaults(&self.kind, &mut object) && object != self.object {
+        // `from_object` checked that the object decodes.
+        let mut object = crate::schema::round_trip::round_trip_object(&self.kind, &self.object)
+            .unwrap_or_else(|_| self.object.clone());
+        apply_defaults(&self.kind, &mut object);
+        if object != self.object {
             Cow::Owned(Manifest {
                 object,
                 ..self.clone()
