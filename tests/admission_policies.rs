@@ -5,7 +5,9 @@
 
 use std::path::PathBuf;
 
+use portcullis::admission::GroupVersionKind;
 use portcullis::admission::{AdmissionRequest, parse_review};
+use portcullis::engine::admission_policy::typed_form;
 use portcullis::engine::{
     Decision, Endpoint, Engine, EvalContext, Labels, ResourceRule, StaticNamespaces,
 };
@@ -595,18 +597,53 @@ fn apply_patch(original: &Value, decision: &Decision) -> Value {
     document
 }
 
+/// `object` as the apiserver sends it to a webhook: decoded into its typed form and
+/// defaulted.
+fn as_sent(object: Value) -> Value {
+    let api_version = object["apiVersion"].as_str().unwrap();
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let kind = GroupVersionKind {
+        group: group.into(),
+        version: version.into(),
+        kind: object["kind"].as_str().unwrap().into(),
+    };
+    typed_form(&kind, object).unwrap()
+}
+
+/// The fields the apiserver defaults in a container it decodes, besides those given.
+fn defaulted_container(container: Value, pull_policy: &str) -> Value {
+    let mut container = container;
+    let fields = container.as_object_mut().unwrap();
+    fields.insert("imagePullPolicy".into(), json!(pull_policy));
+    fields.insert("resources".into(), json!({}));
+    fields.insert(
+        "terminationMessagePath".into(),
+        json!("/dev/termination-log"),
+    );
+    fields.insert("terminationMessagePolicy".into(), json!("File"));
+    container
+}
+
 #[test]
 fn docs_sidecar_apply_configuration_with_params() {
     let engine = engine("map-sidecar.yaml");
-    let pod = object("pod.yaml");
+    let pod = as_sent(object("pod.yaml"));
     let decision = mutate(&engine, &pod);
     assert!(decision.allowed(), "{decision:?}");
     let patched = apply_patch(&pod, &decision);
+    // After each mutation the apiserver decodes and defaults the object: the injected
+    // container carries the defaults of a decoded container.
     assert_eq!(
         patched["spec"]["initContainers"],
         json!([
-            {"name": "init-db", "image": "busybox:1.36"},
-            {"name": "mesh-proxy", "image": "mesh/proxy:v1.0.0", "restartPolicy": "Always"},
+            defaulted_container(
+                json!({"name": "init-db", "image": "busybox:1.36"}),
+                "IfNotPresent"
+            ),
+            defaulted_container(
+                json!({"name": "mesh-proxy", "image": "mesh/proxy:v1.0.0", "restartPolicy": "Always"}),
+                "IfNotPresent"
+            ),
         ])
     );
     assert_eq!(decision.patched_object.as_ref(), Some(&patched));
@@ -626,6 +663,28 @@ fn docs_sidecar_apply_configuration_with_params() {
 }
 
 #[test]
+fn each_mutation_sees_the_typed_object_as_the_apiserver_decodes_it() {
+    let pod = as_sent(object("pod.yaml"));
+    // Two mutations: the empty map the first adds is gone when the second runs.
+    let decision = mutate(&engine("map-two-steps.yaml"), &pod);
+    assert_eq!(
+        denials(&decision),
+        [
+            "policy 'two-steps' with binding 'two-steps' denied request: JSON Patch: add \
+          operation does not apply: doc is missing path: \"/metadata/annotations/team\": \
+          missing value"
+        ]
+    );
+    // The same operations in one mutation: both apply.
+    let decision = mutate(&engine("map-one-step.yaml"), &pod);
+    assert!(decision.allowed(), "{:?}", denials(&decision));
+    assert_eq!(
+        patch_json(&decision),
+        json!([{"op": "add", "path": "/metadata/annotations", "value": {"team": "a"}}])
+    );
+}
+
+#[test]
 fn docs_jsonpatch_sidecar_and_escaped_label() {
     let engine = engine("map-jsonpatch.yaml");
     let mut pod = object("pod.yaml");
@@ -633,12 +692,18 @@ fn docs_jsonpatch_sidecar_and_escaped_label() {
         .as_object_mut()
         .unwrap()
         .remove("initContainers");
+    let pod = as_sent(pod);
     let decision = mutate(&engine, &pod);
+    // An untagged image's pull policy defaults to Always.
+    let sidecar = defaulted_container(
+        json!({"name": "mesh-proxy", "image": "mesh-proxy/v1.0.0", "restartPolicy": "Always"}),
+        "Always",
+    );
     assert_eq!(
         patch_json(&decision),
         json!([
             {"op": "add", "path": "/metadata/labels", "value": {"example.com/environment": "test"}},
-            {"op": "add", "path": "/spec/initContainers", "value": [{"name": "mesh-proxy", "image": "mesh-proxy/v1.0.0", "restartPolicy": "Always"}]},
+            {"op": "add", "path": "/spec/initContainers", "value": [sidecar]},
         ])
     );
     let patched = apply_patch(&pod, &decision);
@@ -647,10 +712,13 @@ fn docs_jsonpatch_sidecar_and_escaped_label() {
         "test"
     );
     // With init containers already there, the sidecar is appended.
-    let decision = mutate(&engine, &object("pod.yaml"));
+    let decision = mutate(&engine, &as_sent(object("pod.yaml")));
     let patch = patch_json(&decision);
     assert!(
-        patch.as_array().unwrap().contains(&json!({"op": "add", "path": "/spec/initContainers/-", "value": {"name": "mesh-proxy", "image": "mesh-proxy/v1.0.0", "restartPolicy": "Always"}})),
+        patch
+            .as_array()
+            .unwrap()
+            .contains(&json!({"op": "add", "path": "/spec/initContainers/-", "value": sidecar})),
         "{patch}"
     );
 }
@@ -689,8 +757,8 @@ fn mutation_errors_follow_failure_policy() {
     assert_eq!(
         denials(&decision),
         [
-            "policy 'broken-patch' with binding 'broken-patch' denied request: JSONPatch: path \
-          segment \"spec\" does not exist"
+            "policy 'broken-patch' with binding 'broken-patch' denied request: JSON Patch: add \
+          operation does not apply: doc is missing path: \"/spec/missing/field\": missing value"
         ]
     );
     assert!(!decision.to_response("u").allowed);

@@ -234,15 +234,27 @@ impl Engine {
                     // MutatingAdmissionPolicies see the native defaults; the answer is one
                     // minimal patch from the object as sent to the object as all left it.
                     let defaulted = editor.finish().1;
-                    let patched = self.admission_policies.mutate(
+                    let mutated = self.admission_policies.mutate(
                         request,
                         context.namespaces,
                         &cel,
                         defaulted,
                         &mut decision,
                     );
-                    if &patched != object {
-                        decision.patch = Some(crate::patch::json_patch::diff(object, &patched));
+                    // After a mutation the object is in its typed form; so is an object the
+                    // apiserver sends, and one sent otherwise is compared in that form too,
+                    // so that the patch holds only what the policies changed.
+                    let typed_sent;
+                    let sent = if mutated.typed {
+                        typed_sent = admission_policy::typed_form(&request.kind, object.clone())
+                            .unwrap_or_else(|_| object.clone());
+                        &typed_sent
+                    } else {
+                        object
+                    };
+                    let patched = mutated.object;
+                    if &patched != sent {
+                        decision.patch = Some(crate::patch::json_patch::diff(sent, &patched));
                         decision.patched_object = Some(patched);
                     }
                 } else if editor.is_changed() {

@@ -6,92 +6,148 @@ use serde_json::Value;
 use super::PatchOperation;
 use super::pointer::{push_pointer_token, tokens};
 
-fn parent_mut<'v>(doc: &'v mut Value, tokens: &[String]) -> Result<&'v mut Value, String> {
+/// Why an operation did not apply, worded as the apiserver's JSON Patch library
+/// (`gopkg.in/evanphx/json-patch.v4` v4.13.0) words it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PatchError {
+    /// A `test` operation found another value. The apiserver then leaves the object as it
+    /// was, without an error.
+    #[error("testing value {0} failed: test failed")]
+    TestFailed(String),
+    /// Any other failure.
+    #[error("{0}")]
+    Failed(String),
+}
+
+fn failed(message: String) -> PatchError {
+    PatchError::Failed(message)
+}
+
+/// The container that holds `tokens`' last token, as the library's `findObject` finds it:
+/// `None` when a step is missing or not a container.
+fn parent_mut<'v>(doc: &'v mut Value, tokens: &[String]) -> Option<&'v mut Value> {
     let mut node = doc;
     for token in tokens {
         node = match node {
-            Value::Object(map) => map
-                .get_mut(token)
-                .ok_or_else(|| format!("path segment {token:?} does not exist"))?,
-            Value::Array(items) => {
-                let index: usize = token
-                    .parse()
-                    .map_err(|_| format!("invalid array index {token:?}"))?;
-                items
-                    .get_mut(index)
-                    .ok_or_else(|| format!("array index {index} out of bounds"))?
-            }
-            _ => return Err(format!("path segment {token:?} is inside a scalar")),
+            Value::Object(map) => map.get_mut(token)?,
+            Value::Array(items) => items.get_mut(token.parse::<usize>().ok()?)?,
+            _ => return None,
         };
     }
-    Ok(node)
+    matches!(node, Value::Object(_) | Value::Array(_)).then_some(node)
 }
 
-fn get<'v>(doc: &'v Value, path: &str) -> Result<&'v Value, String> {
+fn get<'v>(doc: &'v Value, tokens: &[String]) -> Option<&'v Value> {
     let mut node = doc;
-    for token in tokens(path)? {
+    for token in tokens {
         node = match node {
-            Value::Object(map) => map
-                .get(&token)
-                .ok_or_else(|| format!("path {path:?} does not exist"))?,
-            Value::Array(items) => token
-                .parse::<usize>()
-                .ok()
-                .and_then(|i| items.get(i))
-                .ok_or_else(|| format!("path {path:?} does not exist"))?,
-            _ => return Err(format!("path {path:?} does not exist")),
+            Value::Object(map) => map.get(token)?,
+            Value::Array(items) => items.get(token.parse::<usize>().ok()?)?,
+            _ => return None,
         };
     }
-    Ok(node)
+    Some(node)
 }
 
-fn add(doc: &mut Value, path: &str, value: Value) -> Result<(), String> {
-    let tokens = tokens(path)?;
-    let Some((last, parents)) = tokens.split_last() else {
+fn invalid_index(index: &str) -> String {
+    match index.parse::<i64>() {
+        Ok(index) => format!("Unable to access invalid index: {index}: invalid index referenced"),
+        Err(_) => format!("value was not a proper array index: '{index}': invalid syntax"),
+    }
+}
+
+/// Adds `value` at `tokens`; the error is the container's, before the operation's words.
+fn insert(parent: &mut Value, key: &str, value: Value) -> Result<(), String> {
+    match parent {
+        Value::Object(map) => {
+            map.insert(key.to_owned(), value);
+            Ok(())
+        }
+        Value::Array(items) => {
+            if key == "-" {
+                items.push(value);
+                return Ok(());
+            }
+            match key.parse::<usize>() {
+                Ok(index) if index <= items.len() => {
+                    items.insert(index, value);
+                    Ok(())
+                }
+                _ => Err(invalid_index(key)),
+            }
+        }
+        _ => Err("unknown object type".to_owned()),
+    }
+}
+
+fn take(parent: &mut Value, key: &str) -> Result<Value, String> {
+    match parent {
+        Value::Object(map) => map
+            .remove(key)
+            .ok_or_else(|| format!("Unable to remove nonexistent key: {key}: missing value")),
+        Value::Array(items) => match key.parse::<usize>() {
+            Ok(index) if index < items.len() => Ok(items.remove(index)),
+            _ => Err(invalid_index(key)),
+        },
+        _ => Err("unknown object type".to_owned()),
+    }
+}
+
+fn split(path: &str) -> Result<(Vec<String>, String), PatchError> {
+    let mut tokens = tokens(path).map_err(PatchError::Failed)?;
+    let last = tokens.pop().unwrap_or_default();
+    Ok((tokens, last))
+}
+
+fn add(doc: &mut Value, path: &str, value: Value) -> Result<(), PatchError> {
+    if path.is_empty() {
         *doc = value;
         return Ok(());
-    };
-    match parent_mut(doc, parents)? {
-        Value::Object(map) => {
-            map.insert(last.clone(), value);
-        }
-        Value::Array(items) => {
-            if last == "-" {
-                items.push(value);
-            } else {
-                let index: usize = last
-                    .parse()
-                    .map_err(|_| format!("invalid array index {last:?}"))?;
-                if index > items.len() {
-                    return Err(format!("array index {index} out of bounds"));
-                }
-                items.insert(index, value);
-            }
-        }
-        _ => return Err(format!("cannot add {path:?}: its parent is a scalar")),
     }
-    Ok(())
+    let (parents, last) = split(path)?;
+    let Some(parent) = parent_mut(doc, &parents) else {
+        return Err(failed(format!(
+            "add operation does not apply: doc is missing path: \"{path}\": missing value"
+        )));
+    };
+    insert(parent, &last, value)
+        .map_err(|e| failed(format!("error in add for path: '{path}': {e}")))
 }
 
-fn remove(doc: &mut Value, path: &str) -> Result<Value, String> {
-    let tokens = tokens(path)?;
-    let Some((last, parents)) = tokens.split_last() else {
-        return Err("cannot remove the whole document".into());
+fn remove(doc: &mut Value, path: &str) -> Result<Value, PatchError> {
+    let (parents, last) = split(path)?;
+    let Some(parent) = parent_mut(doc, &parents) else {
+        return Err(failed(format!(
+            "remove operation does not apply: doc is missing path: \"{path}\": missing value"
+        )));
     };
-    match parent_mut(doc, parents)? {
-        Value::Object(map) => map
-            .remove(last)
-            .ok_or_else(|| format!("cannot remove {path:?}: it does not exist")),
-        Value::Array(items) => {
-            let index: usize = last
-                .parse()
-                .map_err(|_| format!("invalid array index {last:?}"))?;
-            if index >= items.len() {
-                return Err(format!("cannot remove {path:?}: it does not exist"));
-            }
-            Ok(items.remove(index))
+    take(parent, &last).map_err(|e| failed(format!("error in remove for path: '{path}': {e}")))
+}
+
+fn replace(doc: &mut Value, path: &str, value: Value) -> Result<(), PatchError> {
+    if path.is_empty() {
+        *doc = value;
+        return Ok(());
+    }
+    let (parents, last) = split(path)?;
+    let Some(parent) = parent_mut(doc, &parents) else {
+        return Err(failed(format!(
+            "replace operation does not apply: doc is missing path: {path}: missing value"
+        )));
+    };
+    let slot = match parent {
+        Value::Object(map) => map.get_mut(&last),
+        Value::Array(items) => last.parse::<usize>().ok().and_then(|i| items.get_mut(i)),
+        _ => None,
+    };
+    match slot {
+        Some(slot) => {
+            *slot = value;
+            Ok(())
         }
-        _ => Err(format!("cannot remove {path:?}: its parent is a scalar")),
+        None => Err(failed(format!(
+            "replace operation does not apply: doc is missing key: {path}: missing value"
+        ))),
     }
 }
 
@@ -102,37 +158,75 @@ pub fn apply_operation(
     path: &str,
     value: Option<Value>,
     from: Option<&str>,
-) -> Result<(), String> {
+) -> Result<(), PatchError> {
     let need_value = || {
         value
             .clone()
-            .ok_or_else(|| format!("{op} operation needs a value"))
+            .ok_or_else(|| failed("operation, missing value field: missing value".to_owned()))
     };
-    let need_from = || from.ok_or_else(|| format!("{op} operation needs from"));
+    let need_from =
+        || from.ok_or_else(|| failed("operation, missing from field: missing value".into()));
     match op {
         "add" => add(doc, path, need_value()?),
         "remove" => remove(doc, path).map(|_| ()),
-        "replace" => {
-            let value = need_value()?;
-            remove(doc, path)?;
-            add(doc, path, value)
-        }
+        "replace" => replace(doc, path, need_value()?),
         "move" => {
-            let moved = remove(doc, need_from()?)?;
-            add(doc, path, moved)
+            let from = need_from()?;
+            let (parents, last) = split(from)?;
+            let Some(parent) = parent_mut(doc, &parents) else {
+                return Err(failed(format!(
+                    "move operation does not apply: doc is missing from path: {from}: missing value"
+                )));
+            };
+            let moved = take(parent, &last)
+                .map_err(|e| failed(format!("error in move for path: '{last}': {e}")))?;
+            let (parents, last) = split(path)?;
+            let Some(parent) = parent_mut(doc, &parents) else {
+                return Err(failed(format!(
+                    "move operation does not apply: doc is missing destination path: {path}: \
+                     missing value"
+                )));
+            };
+            insert(parent, &last, moved)
+                .map_err(|e| failed(format!("error in move for path: '{path}': {e}")))
         }
         "copy" => {
-            let copied = get(doc, need_from()?)?.clone();
-            add(doc, path, copied)
+            let from = need_from()?;
+            let from_tokens = tokens(from).map_err(PatchError::Failed)?;
+            let Some(copied) = get(doc, &from_tokens).cloned() else {
+                return Err(failed(format!(
+                    "copy operation does not apply: doc is missing from path: {from}: missing value"
+                )));
+            };
+            let (parents, last) = split(path)?;
+            let Some(parent) = parent_mut(doc, &parents) else {
+                return Err(failed(format!(
+                    "copy operation does not apply: doc is missing destination path: {path}: \
+                     missing value"
+                )));
+            };
+            insert(parent, &last, copied)
+                .map_err(|e| failed(format!("error while adding value during copy: {e}")))
         }
         "test" => {
-            if get(doc, path)? == &need_value()? {
-                Ok(())
-            } else {
-                Err(format!("test operation for path {path:?} failed"))
+            let expected = need_value()?;
+            let path_tokens = tokens(path).map_err(PatchError::Failed)?;
+            let parent_exists = path_tokens.split_last().is_none_or(|(_, parents)| {
+                get(doc, parents).is_some_and(|p| matches!(p, Value::Object(_) | Value::Array(_)))
+            });
+            if !parent_exists {
+                return Err(failed(format!(
+                    "test operation does not apply: is missing path: {path}: missing value"
+                )));
+            }
+            match get(doc, &path_tokens) {
+                Some(found) if *found == expected => Ok(()),
+                // A missing key tests equal to null, as the library's test does.
+                None if expected.is_null() => Ok(()),
+                _ => Err(PatchError::TestFailed(path.to_owned())),
             }
         }
-        other => Err(format!("unsupported JSON Patch operation {other:?}")),
+        other => Err(failed(format!("Unexpected kind: {other}"))),
     }
 }
 
@@ -237,5 +331,45 @@ mod tests {
         }
         assert_eq!(replayed, doc);
         assert!(diff(&doc, &doc).is_empty());
+    }
+
+    #[test]
+    fn errors_and_test_semantics_follow_the_apiservers_library() {
+        let mut doc = json!({"metadata": {"name": "a"}, "list": [1]});
+        assert_eq!(
+            apply_operation(
+                &mut doc,
+                "add",
+                "/metadata/annotations/x",
+                Some(json!(1)),
+                None
+            )
+            .unwrap_err()
+            .to_string(),
+            "add operation does not apply: doc is missing path: \"/metadata/annotations/x\": \
+             missing value"
+        );
+        assert_eq!(
+            apply_operation(&mut doc, "add", "/list/5", Some(json!(1)), None)
+                .unwrap_err()
+                .to_string(),
+            "error in add for path: '/list/5': Unable to access invalid index: 5: invalid index \
+             referenced"
+        );
+        assert_eq!(
+            apply_operation(&mut doc, "test", "/metadata/name", Some(json!("b")), None),
+            Err(PatchError::TestFailed("/metadata/name".into()))
+        );
+        // A missing key tests equal to null.
+        assert_eq!(
+            apply_operation(&mut doc, "test", "/metadata/uid", Some(json!(null)), None),
+            Ok(())
+        );
+        assert_eq!(
+            apply_operation(&mut doc, "replace", "/metadata/uid", Some(json!("u")), None)
+                .unwrap_err()
+                .to_string(),
+            "replace operation does not apply: doc is missing key: /metadata/uid: missing value"
+        );
     }
 }

@@ -27,6 +27,7 @@ use crate::engine::{Decision, Endpoint, NamespaceLookup, ResourceRule};
 use crate::policy::{DocumentSource, PolicyError};
 
 pub use crate::policy::AdmissionPolicyDocument;
+pub use mutating::{MutatedObject, typed_form};
 pub use params::ParamStore;
 
 // ---------------------------------------------------------------------------------------------
@@ -187,7 +188,7 @@ impl AdmissionPolicies {
         cel: &CelInputCell<'r>,
         object: Json,
         decision: &mut Decision,
-    ) -> Json {
+    ) -> MutatedObject {
         mutating::mutate(self, request, namespaces, cel, object, decision)
     }
 }

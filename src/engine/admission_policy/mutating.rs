@@ -8,16 +8,19 @@ use super::AdmissionPolicies;
 use super::apply_configuration::merge_apply_configuration;
 use super::binding::BindingCore;
 use super::policy_core::PolicyCore;
-use crate::admission::AdmissionRequest;
+use crate::admission::{AdmissionRequest, GroupVersionKind};
+use crate::defaulting::apply_defaults;
 use crate::engine::cel_input::CelInputCell;
 use crate::engine::{Decision, NamespaceLookup, Violation};
 use crate::expressions::Expression;
 use crate::expressions::cel_to_json;
-use crate::patch::json_patch::apply_operation;
+use crate::patch::json_patch::{PatchError, apply_operation};
 use crate::policy::admission_policy::{
     Document, FailurePolicy, MutatingBindingSpec, MutatingPolicySpec, PatchType, ReinvocationPolicy,
 };
 use crate::policy::{DocumentSource, PolicyError};
+use crate::schema;
+use crate::schema::round_trip::round_trip;
 
 enum CompiledMutation {
     JsonPatch(Expression),
@@ -187,11 +190,30 @@ fn json_patch(
             .to_owned();
         let from = fields.get("from").and_then(Json::as_str).map(str::to_owned);
         let value = fields.remove("value");
-        apply_operation(&mut patched, &op, &path, value, from.as_deref())
-            .map_err(|e| format!("JSONPatch: {e}"))?;
+        match apply_operation(&mut patched, &op, &path, value, from.as_deref()) {
+            Ok(()) => {}
+            // As the apiserver: a failed test leaves the object as it was, without an error.
+            Err(PatchError::TestFailed(_)) => return Ok(()),
+            Err(error) => return Err(format!("JSON Patch: {error}")),
+        }
     }
     *object = patched;
     Ok(())
+}
+
+/// The object as the apiserver holds it after each mutation: decoded into its kind's Go type,
+/// which drops what Go's encoding drops (an empty optional map or list, unknown fields), then
+/// defaulted, so that the next mutation sees what the apiserver's would. Custom resources stay
+/// as they are (the apiserver keeps them unstructured). A result that does not decode is the
+/// apiserver's internal error.
+pub fn typed_form(kind: &GroupVersionKind, object: Json) -> Result<Json, String> {
+    let Some(schema) = schema::builtin(kind) else {
+        return Ok(object);
+    };
+    let mut typed = round_trip(&schema, &object)
+        .map_err(|error| format!("Internal error occurred: {}", error.message))?;
+    apply_defaults(kind, &mut typed);
+    Ok(typed)
 }
 
 /// Runs one policy (every matching binding and parameter); `None` when it does not match,
@@ -202,7 +224,7 @@ fn run_policy<'r>(
     request: &'r AdmissionRequest,
     namespaces: &dyn NamespaceLookup,
     cel: &CelInputCell<'r>,
-    object: &mut Json,
+    mutated: &mut MutatedObject,
     decision: &mut Decision,
 ) -> Option<bool> {
     let name = &policy.core.name;
@@ -234,19 +256,28 @@ fn run_policy<'r>(
                 Err(error) => return deny(error),
             };
             match evaluation
-                .scope(Some(&*object))
+                .scope(Some(&mutated.object))
                 .match_conditions(&policy.core.match_conditions)
             {
                 Ok(true) => {}
                 Ok(false) => return,
                 Err(error) => return deny(error),
             }
+            if !mutated.typed {
+                // The apiserver sends its typed form already: then this changes nothing.
+                if let Ok(typed) = typed_form(&request.kind, mutated.object.clone()) {
+                    mutated.object = typed;
+                }
+                mutated.typed = true;
+            }
+            let object = &mut mutated.object;
             for mutation in &policy.mutations {
                 // Each mutation sees the object as the previous ones left it.
                 let result = evaluation
                     .scope(Some(&*object))
                     .evaluate(mutation.expression())
-                    .and_then(|value| mutation.apply(&value, object, request));
+                    .and_then(|value| mutation.apply(&value, object, request))
+                    .and_then(|patched| typed_form(&request.kind, patched));
                 match result {
                     Ok(patched) => {
                         if patched != *object {
@@ -269,9 +300,13 @@ pub fn mutate<'r>(
     request: &'r AdmissionRequest,
     namespaces: &dyn NamespaceLookup,
     cel: &CelInputCell<'r>,
-    mut object: Json,
+    object: Json,
     decision: &mut Decision,
-) -> Json {
+) -> MutatedObject {
+    let mut object = MutatedObject {
+        object,
+        typed: false,
+    };
     let mut ran_if_needed: Vec<usize> = Vec::new();
     let mut reinvoke: Vec<usize> = Vec::new();
     for (index, policy) in set.mutating.iter().enumerate() {
@@ -304,4 +339,14 @@ pub fn mutate<'r>(
         );
     }
     object
+}
+
+/// The object after the MutatingAdmissionPolicies.
+#[derive(Debug)]
+pub struct MutatedObject {
+    /// The object as the policies left it.
+    pub object: Json,
+    /// Whether some mutation ran, so that the object is in its kind's typed form (see
+    /// [`typed_form`]) and the patch must be taken from the typed form of the object sent.
+    pub typed: bool,
 }
