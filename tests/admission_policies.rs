@@ -685,6 +685,29 @@ fn each_mutation_sees_the_typed_object_as_the_apiserver_decodes_it() {
 }
 
 #[test]
+fn a_custom_resource_is_merged_by_the_list_keys_of_its_crd_among_the_policies() {
+    let widget = object("widget.yaml");
+    let decision = mutate(&engine("crd-merge"), &widget);
+    assert!(decision.allowed(), "{:?}", denials(&decision));
+    let patched = decision.patched_object.expect("a patched object");
+    assert_eq!(
+        patched["spec"],
+        json!({"size": 1,
+               "parts": [{"name": "p0", "count": 0}, {"name": "p2", "count": 2},
+                         {"name": "p1", "count": 1, "color": "red"}],
+               "tags": ["a", "b", "c"]})
+    );
+    assert_eq!(
+        patched["metadata"]["labels"],
+        json!({"a": "1", "mutated": "true"})
+    );
+    // Without the CRD the lists' shapes are unknown: atomic, and refused as the apiserver
+    // refuses an atomic list in an apply configuration.
+    let decision = mutate(&engine("crd-merge/map.yaml"), &widget);
+    assert!(!decision.allowed());
+}
+
+#[test]
 fn docs_jsonpatch_sidecar_and_escaped_label() {
     let engine = engine("map-jsonpatch.yaml");
     let mut pod = object("pod.yaml");

@@ -24,6 +24,7 @@ impl Engine {
         let mut names = std::collections::BTreeMap::new();
         let mut admission = Vec::new();
         let mut params = Vec::new();
+        let mut custom_schemas = Vec::new();
         for document in documents {
             match &document.document {
                 PolicyDocument::Policy(policy) => {
@@ -49,6 +50,11 @@ impl Engine {
                 PolicyDocument::AdmissionPolicy(policy) => {
                     admission.push((&document.source, policy.as_ref()));
                 }
+                PolicyDocument::CustomResourceDefinition(crd) => {
+                    let schemas = crate::schema::crd::schemas_from_crd(crd)
+                        .map_err(|e| PolicyError::at(&document.source, e.path, e.message))?;
+                    custom_schemas.extend(schemas);
+                }
                 PolicyDocument::Parameter(object) => {
                     params.push((&document.source, object.as_ref()));
                 }
@@ -71,7 +77,8 @@ impl Engine {
             }
         }
         if !admission.is_empty() {
-            engine.admission_policies = AdmissionPolicies::compile(&admission, &params)?;
+            engine.admission_policies =
+                AdmissionPolicies::compile(&admission, &params, custom_schemas)?;
         }
         Ok(engine)
     }

@@ -69,6 +69,10 @@ pub enum PolicyDocument {
     /// `admissionregistration.k8s.io` ValidatingAdmissionPolicy, MutatingAdmissionPolicy or
     /// one of their bindings.
     AdmissionPolicy(Box<AdmissionPolicyDocument>),
+    /// `apiextensions.k8s.io/v1` `CustomResourceDefinition`: the schema of a custom resource,
+    /// for the mutations of admission policies (list types, map keys, atomic fields). Its
+    /// schemas are checked when the engine compiles it.
+    CustomResourceDefinition(Box<Value>),
     /// A document of any other group (a ConfigMap, a custom resource …): a parameter object
     /// for admission policy bindings. Compiling refuses one that no policy's `paramKind`
     /// names, so that a stray or misspelt document is still an error.
@@ -85,7 +89,7 @@ pub struct SourcedDocument {
 }
 
 /// The kinds Portcullis reads, as `apiVersion` and `kind`.
-pub const SUPPORTED_KINDS: [(&str, &str); 6] = [
+pub const SUPPORTED_KINDS: [(&str, &str); 7] = [
     (
         "pod-security.admission.config.k8s.io/v1",
         "PodSecurityConfiguration",
@@ -104,14 +108,16 @@ pub const SUPPORTED_KINDS: [(&str, &str); 6] = [
         "admissionregistration.k8s.io/v1",
         "MutatingAdmissionPolicyBinding",
     ),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
 ];
 
 /// API groups whose documents must be ones Portcullis reads: anything else in them is a
 /// mistake, never a parameter object.
-const RESERVED_GROUPS: [&str; 3] = [
+const RESERVED_GROUPS: [&str; 4] = [
     "portcullis.dev",
     "pod-security.admission.config.k8s.io",
     admission_policy::GROUP,
+    "apiextensions.k8s.io",
 ];
 
 /// The error for a document Portcullis does not read.
@@ -230,6 +236,9 @@ fn recognise(source: DocumentSource, value: Value) -> Result<SourcedDocument, Po
             let policy: Policy = from_document(&source, value)?;
             policy.validate(&source)?;
             PolicyDocument::Policy(Box::new(policy))
+        }
+        ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => {
+            PolicyDocument::CustomResourceDefinition(Box::new(value))
         }
         ("", _) | (_, "") => {
             return Err(PolicyError::at(

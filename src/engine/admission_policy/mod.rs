@@ -21,10 +21,11 @@ use std::collections::BTreeMap;
 
 use serde_json::Value as Json;
 
-use crate::admission::AdmissionRequest;
+use crate::admission::{AdmissionRequest, GroupVersionKind};
 use crate::engine::cel_input::CelInputCell;
 use crate::engine::{Decision, Endpoint, NamespaceLookup, ResourceRule};
 use crate::policy::{DocumentSource, PolicyError};
+use crate::schema::Schema;
 
 pub use crate::policy::AdmissionPolicyDocument;
 pub use mutating::{MutatedObject, typed_form};
@@ -40,6 +41,8 @@ pub struct AdmissionPolicies {
     validating: Vec<validating::ValidatingPolicy>,
     mutating: Vec<mutating::MutatingPolicy>,
     params: ParamStore,
+    /// Schemas of custom resources, from the CustomResourceDefinitions among the policies.
+    custom_schemas: Vec<Schema>,
 }
 
 impl std::fmt::Debug for AdmissionPolicies {
@@ -56,6 +59,7 @@ impl AdmissionPolicies {
     pub fn compile(
         documents: &[(&DocumentSource, &AdmissionPolicyDocument)],
         params: &[(&DocumentSource, &Json)],
+        custom_schemas: Vec<Schema>,
     ) -> Result<Self, PolicyError> {
         let mut validating: Vec<validating::ValidatingPolicy> = Vec::new();
         let mut mutating: Vec<mutating::MutatingPolicy> = Vec::new();
@@ -123,6 +127,18 @@ impl AdmissionPolicies {
             validating,
             mutating,
             params: ParamStore::new(params),
+            custom_schemas,
+        })
+    }
+
+    /// The schema of `kind`: a built-in kind's, or a custom resource's from a
+    /// CustomResourceDefinition among the policies.
+    pub fn schema(&self, kind: &GroupVersionKind) -> Option<Schema> {
+        crate::schema::builtin(kind).or_else(|| {
+            self.custom_schemas
+                .iter()
+                .find(|s| s.gvk() == kind)
+                .cloned()
         })
     }
 

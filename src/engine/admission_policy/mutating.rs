@@ -5,7 +5,7 @@
 use serde_json::Value as Json;
 
 use super::AdmissionPolicies;
-use super::apply_configuration::merge_apply_configuration;
+use super::apply_configuration::merge_apply_configuration_with;
 use super::binding::BindingCore;
 use super::policy_core::PolicyCore;
 use crate::admission::{AdmissionRequest, GroupVersionKind};
@@ -19,8 +19,8 @@ use crate::policy::admission_policy::{
     Document, FailurePolicy, MutatingBindingSpec, MutatingPolicySpec, PatchType, ReinvocationPolicy,
 };
 use crate::policy::{DocumentSource, PolicyError};
-use crate::schema;
 use crate::schema::round_trip::round_trip;
+use crate::schema::{self, Schema};
 
 enum CompiledMutation {
     JsonPatch(Expression),
@@ -35,11 +35,12 @@ impl CompiledMutation {
     }
 
     /// The object with the mutation's result (`value`) applied; `object` is unchanged.
+    /// `schema` is the kind's (list types, map keys, atomic fields of an ApplyConfiguration).
     fn apply(
         &self,
         value: &cel::Value,
         object: &Json,
-        request: &AdmissionRequest,
+        schema: Option<&Schema>,
     ) -> Result<Json, String> {
         match self {
             CompiledMutation::JsonPatch(expression) => {
@@ -54,7 +55,7 @@ impl CompiledMutation {
                         expression.source()
                     ));
                 };
-                merge_apply_configuration(object, &partial, &request.kind)
+                merge_apply_configuration_with(object, &partial, schema)
                     .map_err(|e| format!("error applying patch: {e}"))
             }
         }
@@ -230,6 +231,7 @@ fn run_policy<'r>(
     let name = &policy.core.name;
     let fail = policy.core.failure_policy == FailurePolicy::Fail;
     let mut changed = false;
+    let schema = set.schema(&request.kind);
     let matched = policy.core.dispatch(
         &policy.bindings,
         &set.params,
@@ -276,7 +278,7 @@ fn run_policy<'r>(
                 let result = evaluation
                     .scope(Some(&*object))
                     .evaluate(mutation.expression())
-                    .and_then(|value| mutation.apply(&value, object, request))
+                    .and_then(|value| mutation.apply(&value, object, schema.as_ref()))
                     .and_then(|patched| typed_form(&request.kind, patched));
                 match result {
                     Ok(patched) => {
