@@ -833,6 +833,10 @@ fn load_errors_name_file_document_and_expression() {
              \"variables.team != ''\": undeclared reference to 'variables'"
         )
     );
+    assert!(
+        load_error("errors/map-no-reinvocation-policy.yaml")
+            .contains("spec.reinvocationPolicy: Required value")
+    );
     assert!(load_error("errors/variable-name.yaml").contains(
         "spec.variables[0].name: Invalid value: \"team-name\": must be a valid CEL identifier"
     ));

@@ -961,3 +961,111 @@ fn generated_deployments(count: usize) -> Vec<serde_json::Value> {
         })
         .collect()
 }
+
+/// Issue #12's cases through the apiserver and through `portcullis check` side by side
+/// (tests/fixtures/e2e/typed-map): a MutatingAdmissionPolicy whose second mutation adds under
+/// an empty map the first added (refused: the typed round trip dropped the map), a sidecar and
+/// a volume injected by ApplyConfiguration (the added container and volume carry the
+/// apiserver's defaults), and a custom resource merged by the list keys of its CRD, the CRD
+/// loaded in both.
+#[test]
+fn typed_objects_between_mutations_agree_with_the_apiserver() {
+    let Some(bin) = e2e_bin() else { return };
+    let cluster = ControlPlane::start(&bin);
+    cluster.kubectl_ok(&["create", "namespace", "typed"]);
+    let folder = fixture_path("typed-map");
+    cluster.kubectl_ok(&["apply", "-f", &format!("{folder}/policies/crd.yaml")]);
+    cluster.kubectl_ok(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/widgets.example.com",
+    ]);
+    cluster.kubectl_ok(&["apply", "-f", &format!("{folder}/policies/policies.yaml")]);
+    let objects: Vec<serde_json::Value> = serde_norway::Deserializer::from_str(
+        &std::fs::read_to_string(format!("{folder}/objects.yaml")).unwrap(),
+    )
+    .map(|document| serde::Deserialize::deserialize(document).unwrap())
+    .collect();
+    let dry_run = |object: &serde_json::Value| -> Result<serde_json::Value, String> {
+        let output = cluster.kubectl_stdin(
+            &[
+                "create",
+                "-n",
+                "typed",
+                "--dry-run=server",
+                "-o",
+                "json",
+                "-f",
+                "-",
+            ],
+            &serde_json::to_string(object).unwrap(),
+        );
+        if !output.status.success() {
+            return Err(stderr(&output));
+        }
+        serde_json::from_slice(&output.stdout).map_err(|e| e.to_string())
+    };
+    eventually(
+        "the policies to be active in the apiserver",
+        Duration::from_secs(60),
+        || {
+            let sidecar = dry_run(&objects[1])?;
+            let widget = dry_run(&objects[2])?;
+            let ready = sidecar["spec"]["containers"].as_array().map(Vec::len) == Some(2)
+                && widget["metadata"]["labels"]["mutated"] == "true";
+            ready.then_some(()).ok_or(format!("{sidecar}\n{widget}"))
+        },
+    );
+
+    let work = tempfile::tempdir().unwrap();
+    let manifests = work.path().join("objects.json");
+    let stream: String = objects
+        .iter()
+        .map(|object| {
+            let mut object = object.clone();
+            object["metadata"]["namespace"] = "typed".into();
+            format!("---\n{}\n", serde_json::to_string(&object).unwrap())
+        })
+        .collect();
+    std::fs::write(&manifests, stream).unwrap();
+    let output = Command::new(PORTCULLIS)
+        .args(["check", "--output", "json", "--policies"])
+        .arg(format!("{folder}/policies"))
+        .arg(&manifests)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let results: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).unwrap();
+
+    // The empty map is gone before the second mutation: both refuse, in the same words.
+    let refused = dry_run(&objects[0]).unwrap_err();
+    let missing = "add operation does not apply: doc is missing path: \"/metadata/annotations/team\": missing value";
+    assert!(refused.contains(missing), "apiserver: {refused}");
+    assert_eq!(results[0]["allowed"], false);
+    let message = results[0]["violations"][0]["message"].as_str().unwrap();
+    assert!(message.contains(missing), "portcullis: {message}");
+
+    // The injected container and volume carry the apiserver's defaults, field for field.
+    let created = dry_run(&objects[1]).unwrap();
+    let patched = &results[1]["patchedObject"];
+    for field in ["containers", "volumes"] {
+        assert_eq!(
+            patched["spec"][field], created["spec"][field],
+            "spec.{field}: portcullis vs apiserver"
+        );
+    }
+    assert_eq!(
+        created["spec"]["volumes"][0]["configMap"]["defaultMode"], 420,
+        "{created}"
+    );
+
+    // The custom resource's lists are merged by the keys its CRD gives.
+    let created = dry_run(&objects[2]).unwrap();
+    let patched = &results[2]["patchedObject"];
+    assert_eq!(patched["spec"], created["spec"]);
+    assert_eq!(patched["metadata"]["labels"], created["metadata"]["labels"]);
+    eprintln!(
+        "e2e: two-step refusal, sidecar defaults and CRD list merge agree with the apiserver"
+    );
+}

@@ -126,10 +126,36 @@ impl MutatingPolicy {
             };
             mutations.push(compiled);
         }
+        // The apiserver's API has no default here: a policy without it is refused at create.
+        let Some(reinvocation) = spec.reinvocation_policy else {
+            return Err(PolicyError::at(
+                source,
+                "spec.reinvocationPolicy",
+                "Required value",
+            ));
+        };
+        if let Some(constraints) = &spec.match_constraints {
+            for rule in &constraints.resource_rules {
+                if let Some(op) = rule
+                    .operations
+                    .iter()
+                    .find(|op| !matches!(op.as_str(), "*" | "CREATE" | "UPDATE" | "CONNECT"))
+                {
+                    return Err(PolicyError::at(
+                        source,
+                        "spec.matchConstraints.resourceRules.operations",
+                        format!(
+                            "Unsupported value: {op:?}: supported values: \"*\", \"CONNECT\", \
+                             \"CREATE\", \"UPDATE\""
+                        ),
+                    ));
+                }
+            }
+        }
         Ok(MutatingPolicy {
             core,
             mutations,
-            reinvocation: spec.reinvocation_policy.unwrap_or_default(),
+            reinvocation,
             bindings: Vec::new(),
         })
     }
