@@ -418,6 +418,46 @@ async fn busy_evaluation_slots_give_the_on_error_answer_at_the_deadline() {
 }
 
 #[tokio::test]
+async fn type_confusion_and_kind_mismatch_are_evaluation_errors_not_passes() {
+    let (router, _) = builtin_router();
+    let review = |object: Value| {
+        json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "confused", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "namespace": "default", "operation": "CREATE", "object": object,
+            }
+        })
+    };
+    // hostNetwork as a string: Pod Security must not read it as false.
+    let confused = review(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"hostNetwork": "true", "containers": [{"name": "c", "image": "nginx:1.27"}]},
+    }));
+    let (_, answer) = call(&router, post_json("/validate", confused.to_string())).await;
+    let status = &answer["response"]["status"];
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    assert_eq!(status["code"], 500);
+    assert!(
+        status["message"].as_str().unwrap().contains(
+            "json: cannot unmarshal string into Go struct field PodSpec.spec.hostNetwork of type bool"
+        ),
+        "{answer}"
+    );
+    // An object that is not the kind the request names.
+    let mismatched = review(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "p"}, "spec": {},
+    }));
+    let (_, answer) = call(&router, post_json("/validate", mismatched.to_string())).await;
+    let message = answer["response"]["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("the object is apps/v1 Deployment, but the request is for v1 Pod"),
+        "{answer}"
+    );
+}
+
+#[tokio::test]
 async fn metrics_and_health_after_traffic() {
     let (router, state) = builtin_router();
     call(

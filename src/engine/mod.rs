@@ -98,6 +98,47 @@ pub enum EvalError {
     /// The request deadline passed during evaluation.
     #[error("evaluation did not finish before the request deadline")]
     DeadlineExceeded,
+    /// The object's `apiVersion` and `kind` are not the request's `kind`.
+    #[error("the object is {object}, but the request is for {request}")]
+    KindMismatch {
+        /// `apiVersion kind` of the object.
+        object: String,
+        /// `apiVersion kind` of the request.
+        request: String,
+    },
+    /// The object does not decode into its kind's Go type, as the apiserver would have
+    /// refused it: a rule reading its fields would read the wrong types.
+    #[error("{0}")]
+    Undecodable(String),
+}
+
+/// Checks what the apiserver guarantees of an object it sends: `apiVersion` and `kind` are the
+/// request's, and, where Pod Security reads typed fields (Pods and workloads), the object
+/// decodes into its Go type. A request from elsewhere (curl, a test) that breaks this gets an
+/// evaluation error rather than a decision on misread fields.
+fn check_object_shape(request: &AdmissionRequest, pod_security: bool) -> Result<(), EvalError> {
+    for object in [&request.object, &request.old_object].into_iter().flatten() {
+        let field = |name: &str| object.get(name).and_then(serde_json::Value::as_str);
+        let kind = &request.kind;
+        let api_version = if kind.group.is_empty() {
+            kind.version.clone()
+        } else {
+            format!("{}/{}", kind.group, kind.version)
+        };
+        if let (Some(object_version), Some(object_kind)) = (field("apiVersion"), field("kind"))
+            && (object_version != api_version || object_kind != kind.kind)
+        {
+            return Err(EvalError::KindMismatch {
+                object: format!("{object_version} {object_kind}"),
+                request: format!("{api_version} {}", kind.kind),
+            });
+        }
+        if pod_security && pod_spec_location(request).is_some() {
+            crate::schema::decode::check_object(kind, object)
+                .map_err(|error| EvalError::Undecodable(error.to_string()))?;
+        }
+    }
+    Ok(())
 }
 
 /// The built-in policy set, embedded in the binary.
@@ -196,6 +237,7 @@ impl Engine {
         let mut decision = Decision::default();
         let cel = CelInputCell::new();
         let past_deadline = || context.deadline.is_some_and(|d| Instant::now() >= d);
+        check_object_shape(request, !self.pod_security.is_empty())?;
         match context.endpoint {
             Endpoint::Validate => {
                 for policy in &self.policies {
