@@ -1,0 +1,265 @@
+//! What the apiserver answered, what Portcullis answered, and how a disagreement is classified.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+/// One side's answer for one object.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct Answer {
+    pub allowed: bool,
+    /// The denial message (the apiserver's without its `<resource> "<name>" is forbidden: `
+    /// prefix), when denied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// HTTP status code and reason of a denial (the apiserver's; `check` does not report one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    /// The admitted object (mutating policies only), without what differs between two creates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<Value>,
+}
+
+/// The apiserver's answer from a dry-run create: status, body and `Warning` headers.
+pub fn apiserver_answer(
+    status: u16,
+    body: &Value,
+    warnings: Vec<String>,
+    mutating: bool,
+) -> Answer {
+    if (200..300).contains(&status) {
+        return Answer {
+            allowed: true,
+            warnings,
+            object: mutating.then(|| comparable(body.clone())),
+            ..Answer::default()
+        };
+    }
+    let message = body["message"].as_str().unwrap_or_default();
+    let message = match message.split_once(" is forbidden: ") {
+        Some((_, rest)) => rest.to_owned(),
+        None => message.to_owned(),
+    };
+    Answer {
+        allowed: false,
+        message: Some(message),
+        code: Some(status),
+        reason: body["reason"].as_str().map(str::to_owned),
+        warnings,
+        object: None,
+    }
+}
+
+/// Portcullis's answer from one `check --output json` result.
+pub fn portcullis_answer(result: &Value, input: &Value, mutating: bool) -> Answer {
+    let allowed = result["allowed"].as_bool().unwrap_or(false);
+    let warnings = result["warnings"]
+        .as_array()
+        .map(|w| {
+            w.iter()
+                .filter_map(|w| w.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let message = (!allowed).then(|| {
+        result["violations"][0]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    });
+    let object = (allowed && mutating).then(|| match &result["patchedObject"] {
+        Value::Null => comparable(input.clone()),
+        object => comparable(object.clone()),
+    });
+    Answer {
+        allowed,
+        message,
+        warnings,
+        object,
+        ..Answer::default()
+    }
+}
+
+/// The object without what differs between two creates of it, whoever mutates it.
+pub fn comparable(mut object: Value) -> Value {
+    if let Some(metadata) = object["metadata"].as_object_mut() {
+        for field in [
+            "uid",
+            "creationTimestamp",
+            "managedFields",
+            "resourceVersion",
+            "generation",
+        ] {
+            metadata.remove(field);
+        }
+    }
+    if let Some(object) = object.as_object_mut() {
+        object.remove("status");
+    }
+    object
+}
+
+/// One disagreement on one object.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Divergence {
+    pub class: &'static str,
+    pub what: &'static str,
+    pub apiserver: Option<String>,
+    pub portcullis: Option<String>,
+}
+
+/// The disagreements between two answers for the same object.
+pub fn differences(apiserver: &Answer, portcullis: &Answer) -> Vec<Divergence> {
+    let mut out = Vec::new();
+    if apiserver.allowed != portcullis.allowed {
+        let describe = |answer: &Answer| {
+            Some(match &answer.message {
+                Some(message) => format!("denied: {message}"),
+                None => "allowed".to_owned(),
+            })
+        };
+        out.push(divergence(
+            "decision",
+            describe(apiserver),
+            describe(portcullis),
+        ));
+    } else if apiserver.message != portcullis.message {
+        out.push(divergence(
+            "message",
+            apiserver.message.clone(),
+            portcullis.message.clone(),
+        ));
+    }
+    // Warnings: a multiset; what is left on each side is paired by policy and binding.
+    let mut left: Vec<&String> = apiserver.warnings.iter().collect();
+    let mut right: Vec<&String> = Vec::new();
+    for warning in &portcullis.warnings {
+        match left.iter().position(|w| *w == warning) {
+            Some(i) => {
+                left.remove(i);
+            }
+            None => right.push(warning),
+        }
+    }
+    let origin = |w: &str| w.split("': ").next().unwrap_or("").to_owned();
+    let mut by_origin: BTreeMap<String, (Vec<&String>, Vec<&String>)> = BTreeMap::new();
+    for w in left {
+        by_origin.entry(origin(w)).or_default().0.push(w);
+    }
+    for w in right {
+        by_origin.entry(origin(w)).or_default().1.push(w);
+    }
+    for (_, (a, p)) in by_origin {
+        for i in 0..a.len().max(p.len()) {
+            out.push(divergence(
+                "warning",
+                a.get(i).map(|w| w.to_string()),
+                p.get(i).map(|w| w.to_string()),
+            ));
+        }
+    }
+    if apiserver.allowed && portcullis.allowed && apiserver.object != portcullis.object {
+        let (a, p) = (
+            apiserver.object.clone().unwrap_or_default(),
+            portcullis.object.clone().unwrap_or_default(),
+        );
+        let (pa, pp) = first_difference(&a, &p, String::new());
+        out.push(divergence("object", Some(pa), Some(pp)));
+    }
+    out
+}
+
+/// The first differing path and the values there, as `path: value`.
+fn first_difference(a: &Value, b: &Value, path: String) -> (String, String) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for key in keys {
+                let (va, vb) = (
+                    x.get(key).unwrap_or(&Value::Null),
+                    y.get(key).unwrap_or(&Value::Null),
+                );
+                if va != vb {
+                    return first_difference(va, vb, format!("{path}/{key}"));
+                }
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (va, vb)) in x.iter().zip(y).enumerate() {
+                if va != vb {
+                    return first_difference(va, vb, format!("{path}/{i}"));
+                }
+            }
+        }
+        _ => {}
+    }
+    (format!("{path}: {a}"), format!("{path}: {b}"))
+}
+
+fn divergence(
+    what: &'static str,
+    apiserver: Option<String>,
+    portcullis: Option<String>,
+) -> Divergence {
+    let class = classify(
+        apiserver.as_deref().unwrap_or(""),
+        portcullis.as_deref().unwrap_or(""),
+    );
+    Divergence {
+        class,
+        what,
+        apiserver,
+        portcullis,
+    }
+}
+
+/// A known cause of divergence: the test tolerates these and counts them; anything else fails it.
+pub struct KnownCause {
+    pub class: &'static str,
+    pub issue: &'static str,
+    pub reason: &'static str,
+    /// Whether a pair of texts (apiserver, Portcullis) is this cause.
+    pub matches: fn(&str, &str) -> bool,
+}
+
+/// Divergences the test does not know: it fails on them.
+pub const NEW: &str = "NEW";
+
+pub const KNOWN: &[KnownCause] = &[KnownCause {
+    class: "has-variables-self-reference",
+    issue: "#13",
+    reason: "`has(variables.a)` inside another variable builds every variable, the one being \
+             evaluated included, and fails \"variable 'b' references itself\"",
+    matches: |_, portcullis| portcullis.contains("references itself"),
+}];
+
+pub fn classify(apiserver: &str, portcullis: &str) -> &'static str {
+    KNOWN
+        .iter()
+        .find(|cause| (cause.matches)(apiserver, portcullis))
+        .map_or(NEW, |cause| cause.class)
+}
+
+/// Refusals at create the test knows Portcullis does not make yet.
+pub const KNOWN_REFUSALS: &[KnownCause] = &[KnownCause {
+    class: "load-time-type-checking",
+    issue: "#13 (items 2 and 3)",
+    reason: "the apiserver type-checks every expression when a policy is created (with `object` \
+             as dyn) and refuses what does not compile (no matching overload, a messageExpression \
+             that is not statically a string, undeclared functions such as `cel.bind`); \
+             Portcullis has no type checker and loads the policy",
+    matches: |apiserver, _| {
+        apiserver.contains("compilation failed") || apiserver.contains("must evaluate to")
+    },
+}];
+
+pub fn classify_refusal(apiserver: &str) -> &'static str {
+    KNOWN_REFUSALS
+        .iter()
+        .find(|cause| (cause.matches)(apiserver, ""))
+        .map_or(NEW, |cause| cause.class)
+}
