@@ -177,10 +177,8 @@ pub fn object(rng: &mut Rng, kind: Kind, round: u64, index: usize, group: usize)
             deployment
         }
         Kind::Pod => {
-            let mut spec = pod_spec(rng);
-            if rng.chance(30) {
-                spec["priority"] = json!(rng.below(1000));
-            }
+            // `priority` is the Priority admission plugin's: it refuses one set by hand.
+            let spec = pod_spec(rng);
             json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec})
         }
         Kind::Service => {
@@ -234,7 +232,7 @@ fn pod_spec(rng: &mut Rng) -> Value {
             if rng.chance(50) {
                 let mut resources = json!({});
                 if rng.chance(70) {
-                    resources["limits"] = json!({"memory": rng.pick(&QUANTITIES[..3])});
+                    resources["limits"] = json!({"memory": rng.pick(&["128Mi", "1Gi", "64M"])});
                     if rng.chance(50) {
                         resources["limits"]["cpu"] = json!(rng.pick(&["500m", "1", "2"]));
                     }
@@ -245,7 +243,9 @@ fn pod_spec(rng: &mut Rng) -> Value {
                 container["resources"] = resources;
             }
             if rng.chance(40) {
-                container["ports"] = json!([{"containerPort": rng.pick(&[80, 8080, 9090])}]);
+                // Distinct per container: the apiserver warns about duplicates.
+                let port = rng.pick(&[80, 8080, 9090]) + i as i64;
+                container["ports"] = json!([{"containerPort": port}]);
             }
             if rng.chance(25) {
                 container["securityContext"] = json!({"privileged": rng.chance(50)});
@@ -428,7 +428,7 @@ impl<'r> Grammar<'r> {
                 let s = self.string(depth + 1);
                 let re =
                     self.rng
-                        .pick(&["^[a-z0-9-]+$", "latest", ":[0-9]+", "^$", "[A-Z]", "(a|b"]);
+                        .pick(&["^[a-z0-9-]+$", "latest", ":[0-9]+", "^$", "[A-Z]", "a|b"]);
                 format!("{s}.matches({})", quote(re))
             }
             4 => self.has(),
@@ -586,10 +586,10 @@ impl<'r> Grammar<'r> {
         match self.rng.below(7) {
             0 => format!("uint({i}) >= 2u"),
             1 => format!("double({i}) / 2.0 > 1.5"),
-            2 => format!("{i} == 1u"),
+            2 => format!("dyn({i}) == 1u"),
             3 => format!("{i} < 2.5"),
             4 => format!("{i} + 1 == int(2.0 + 1.0)"),
-            5 => format!("double({i}) == {i}"),
+            5 => format!("dyn(double({i})) == {i}"),
             _ => format!("int(uint({i}) * 2u) > 3"),
         }
     }
@@ -627,7 +627,7 @@ impl<'r> Grammar<'r> {
             12 => format!("{s}.find('[0-9]+') != ''"),
             13 => format!("size({s}.findAll('[a-z]')) > 2"),
             14 => format!("url('https://example.com:8443/a?b=c').getPort() == {s}"),
-            _ => format!("isQuantity({s}) && quantity({s}).sign() > 0"),
+            _ => format!("isQuantity({s}) && quantity({s}).isGreaterThan(quantity('0'))"),
         }
     }
 
@@ -663,7 +663,7 @@ impl<'r> Grammar<'r> {
             }
             9 => format!("{}.sum()", self.int_list(depth + 1)),
             10 => format!(
-                "math.greatest({}, {})",
+                "[int({}), int({})].max()",
                 self.int(depth + 1),
                 self.int(depth + 1)
             ),
@@ -681,27 +681,27 @@ impl<'r> Grammar<'r> {
                 quote(self.rng.pick(&QUANTITIES))
             ),
             _ if self.params => "int(params.data.maxReplicas)".to_owned(),
-            _ => format!("int({})", quote(self.rng.pick(&["3", "12", "-4", "x"]))),
+            _ => format!("int({})", quote(self.rng.pick(&["3", "12", "-4"]))),
         }
     }
 
     fn int_field(&mut self) -> String {
-        if let Some(c) = self.elem(Elem::Container) {
-            if self.rng.chance(50) {
-                return self
-                    .rng
-                    .pick(&[
-                        format!("{c}.?ports[?0].?containerPort.orValue(0)"),
-                        format!("{c}.ports[0].containerPort"),
-                        format!("size({c}.name)"),
-                    ])
-                    .clone();
-            }
+        if let Some(c) = self.elem(Elem::Container)
+            && self.rng.chance(50)
+        {
+            return self
+                .rng
+                .pick(&[
+                    format!("{c}.?ports[?0].?containerPort.orValue(0)"),
+                    format!("{c}.ports[0].containerPort"),
+                    format!("size({c}.name)"),
+                ])
+                .clone();
         }
-        if let Some(p) = self.elem(Elem::Port) {
-            if self.rng.chance(50) {
-                return format!("{p}.port");
-            }
+        if let Some(p) = self.elem(Elem::Port)
+            && self.rng.chance(50)
+        {
+            return format!("{p}.port");
         }
         let options: &[&str] = match self.kind {
             Kind::Deployment => &[
@@ -813,28 +813,28 @@ impl<'r> Grammar<'r> {
     }
 
     fn string_field(&mut self) -> String {
-        if let Some(c) = self.elem(Elem::Container) {
-            if self.rng.chance(60) {
-                return self
-                    .rng
-                    .pick(&[
-                        format!("{c}.name"),
-                        format!("{c}.image"),
-                        format!("{c}.imagePullPolicy"),
-                        format!("{c}.?resources.?limits[?'memory'].orValue('0')"),
-                        format!("{c}.resources.limits.cpu"),
-                        format!("{c}.?env[?0].?value.orValue('none')"),
-                    ])
-                    .clone();
-            }
+        if let Some(c) = self.elem(Elem::Container)
+            && self.rng.chance(60)
+        {
+            return self
+                .rng
+                .pick(&[
+                    format!("{c}.name"),
+                    format!("{c}.image"),
+                    format!("{c}.imagePullPolicy"),
+                    format!("{c}.?resources.?limits[?'memory'].orValue('0')"),
+                    format!("{c}.resources.limits.cpu"),
+                    format!("{c}.?env[?0].?value.orValue('none')"),
+                ])
+                .clone();
         }
-        if let Some(p) = self.elem(Elem::Port) {
-            if self.rng.chance(50) {
-                return self
-                    .rng
-                    .pick(&[format!("{p}.name"), format!("{p}.protocol")])
-                    .clone();
-            }
+        if let Some(p) = self.elem(Elem::Port)
+            && self.rng.chance(50)
+        {
+            return self
+                .rng
+                .pick(&[format!("{p}.name"), format!("{p}.protocol")])
+                .clone();
         }
         let options: &[&str] = match self.kind {
             Kind::Deployment => &[
@@ -879,17 +879,21 @@ impl<'r> Grammar<'r> {
         };
         match choice {
             0 => format!(
-                "[{}, {}]",
+                "[string({}), string({})]",
                 quote(self.rng.pick(&WORDS)),
                 quote(self.rng.pick(&WORDS))
             ),
             1 => match self.kind.containers() {
                 Some(path) => format!("{path}.map(c, c.{})", self.rng.pick(&["name", "image"])),
-                None => "object.metadata.?labels.orValue({}).map(k, k)".to_owned(),
+                None => "[object.metadata.?labels[?'app'].orValue('none'), object.metadata.?labels[?'team'].orValue('none')]".to_owned(),
             },
             2 => self.var_of(Ty::StrList).unwrap_or_else(|| "[]".to_owned()),
             3 => format!("{}.split(',')", self.string(depth + 1)),
-            4 => format!("[{}, {}]", self.string(depth + 1), self.string(depth + 1)),
+            4 => format!(
+                "[string({}), string({})]",
+                self.string(depth + 1),
+                self.string(depth + 1)
+            ),
             5 => {
                 let (list, name, body) = self.comprehension(depth);
                 if list == "object.spec.ports" {
@@ -905,7 +909,7 @@ impl<'r> Grammar<'r> {
                 self.str_list(depth + 1),
                 self.str_list(depth + 1)
             ),
-            7 => "object.metadata.?labels.orValue({}).map(k, k)".to_owned(),
+            7 => "[object.metadata.?labels[?'app'].orValue('none'), object.metadata.?labels[?'team'].orValue('none')]".to_owned(),
             _ => format!("{}.filter(s, s != '')", self.str_list(depth + 1)),
         }
     }
@@ -931,7 +935,11 @@ impl<'r> Grammar<'r> {
                 (_, Some(path)) => format!("{path}.map(c, size(c.name) + size(c.image))"),
                 _ => "[size(object.metadata.name)]".to_owned(),
             },
-            3 => format!("[{}, {}]", self.int(depth + 1), self.int(depth + 1)),
+            3 => format!(
+                "[int({}), int({})]",
+                self.int(depth + 1),
+                self.int(depth + 1)
+            ),
             4 => format!("{}.map(s, size(s))", self.str_list(depth + 1)),
             _ => format!("{}.filter(n, n % 2 == 0)", self.int_list(depth + 1)),
         }
@@ -946,7 +954,10 @@ impl<'r> Grammar<'r> {
                 .unwrap_or_else(|| "{'app': 'web'}".to_owned()),
             3 if self.params => "params.data".to_owned(),
             3 => "object.metadata.?annotations.orValue({})".to_owned(),
-            4 => format!("{{'team': {}, 'app': 'web'}}", self.string(depth + 1)),
+            4 => format!(
+                "{{'team': string({}), 'app': 'web'}}",
+                self.string(depth + 1)
+            ),
             _ => match self.kind {
                 Kind::ConfigMap => "object.?data.orValue({})".to_owned(),
                 Kind::Deployment => "object.spec.template.metadata.labels".to_owned(),
@@ -1053,12 +1064,11 @@ pub fn validating_policy(
             _ => {}
         }
         if g.rng.chance(25) {
-            validation["reason"] = json!(g.rng.pick(&[
-                "Forbidden",
-                "Invalid",
-                "Unauthorized",
-                "RequestEntityTooLarge"
-            ]));
+            validation["reason"] =
+                json!(
+                    g.rng
+                        .pick(&["Forbidden", "Invalid", "RequestEntityTooLarge"])
+                );
         }
         validations.push(validation);
     }
@@ -1170,10 +1180,7 @@ fn label_value(g: &mut Grammar<'_>) -> String {
         1 => "object.metadata.name.substring(0, 3)".to_owned(),
         _ => format!(
             "({}).lowerAscii().replace(':', '-').replace('/', '-').replace('@', '-')",
-            {
-                let s = g.string(2);
-                s
-            }
+            { g.string(2) }
         ),
     }
 }
