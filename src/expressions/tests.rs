@@ -72,6 +72,14 @@ fn string_to_int_conversion_errors_are_worded_as_cel_go() {
     );
 }
 
+/// Found by the conformance test (docs/conformance.md): the apiserver's text is blang/semver's
+/// error alone.
+#[test]
+fn semver_parse_errors_are_worded_as_the_apiserver() {
+    let error = eval_json("semver('1.x').major() > 0", &json!({})).unwrap_err();
+    assert_eq!(error.to_string(), "No Major.Minor.Patch elements found");
+}
+
 #[test]
 fn missing_keys_say_no_such_key() {
     let object = json!({"spec": {}});
