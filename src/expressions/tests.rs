@@ -320,7 +320,11 @@ fn variables_are_lazy_cached_and_fail_only_when_referenced() {
     assert_eq!(program.evaluate(&activation), Ok(cel::Value::Bool(true)));
     let program = env.compile("variables.broken == 1").unwrap();
     let error = program.evaluate(&activation).unwrap_err();
-    assert_eq!(error.to_string(), "no such key: missing");
+    // The apiserver's wording (found by the conformance test, docs/conformance.md).
+    assert_eq!(
+        error.to_string(),
+        "composited variable \"broken\" fails to evaluate: no such key: missing"
+    );
 }
 
 #[test]
