@@ -80,6 +80,17 @@ fn semver_parse_errors_are_worded_as_the_apiserver() {
     assert_eq!(error.to_string(), "No Major.Minor.Patch elements found");
 }
 
+/// Found by the conformance test (docs/conformance.md): the apiserver's answer.
+#[test]
+fn contains_ip_of_a_string_that_is_no_ip_is_no_such_overload() {
+    let error = eval_json("cidr('10.0.0.0/8').containsIP('nginx:latest')", &json!({})).unwrap_err();
+    assert_eq!(error.to_string(), "no such overload");
+    assert_eq!(
+        eval_json("cidr('10.0.0.0/8').containsIP('10.1.2.3')", &json!({})),
+        Ok(json!(true))
+    );
+}
+
 #[test]
 fn missing_keys_say_no_such_key() {
     let object = json!({"spec": {}});
