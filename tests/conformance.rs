@@ -150,7 +150,7 @@ fn report(totals: &Totals, seeds: &[u64], _work: &std::path::Path) {
     .unwrap();
     eprintln!("conformance: examples of each class in {}", path.display());
     if let Some(examples) = totals.examples.get(NEW) {
-        for example in examples.iter().take(5) {
+        for example in examples.iter().take(8) {
             eprintln!(
                 "conformance: NEW divergence:\n{}",
                 serde_json::to_string_pretty(example).unwrap()
@@ -472,12 +472,35 @@ fn policies_for(policies: &[Value], object: &Value) -> Vec<Value> {
 
 fn record(totals: &mut Totals, divergence: &Divergence, count: usize, context: Value) {
     *totals.divergent_cases.entry(divergence.class).or_default() += count;
+    // One example per shape of divergence (names and numbers left out), a bounded number.
+    let signature = format!(
+        "{}: {} | {}",
+        divergence.what,
+        shape(divergence.apiserver.as_deref()),
+        shape(divergence.portcullis.as_deref())
+    );
     let examples = totals.examples.entry(divergence.class).or_default();
-    if examples.len() < 20 {
+    if examples.len() < 100 && !examples.iter().any(|e| e["signature"] == signature) {
         let mut example = context;
         example["divergence"] = serde_json::to_value(divergence).unwrap();
+        example["signature"] = json!(signature);
         examples.push(example);
     }
+}
+
+/// A divergent text without what varies between instances of one cause: policy and binding
+/// names, the expression, digits.
+fn shape(text: Option<&str>) -> String {
+    let Some(text) = text else {
+        return "-".to_owned();
+    };
+    let message = text.rsplit("resulted in error: ").next().unwrap_or(text);
+    let message = message.rsplit("': ").next().unwrap_or(message);
+    message
+        .chars()
+        .filter(|c| !c.is_ascii_digit())
+        .take(100)
+        .collect()
 }
 
 /// A VAP that warns about the round's probe ConfigMap and a MAP that annotates it.
