@@ -14,6 +14,8 @@
 mod common;
 #[path = "conformance/compare.rs"]
 mod compare;
+#[path = "conformance/fixtures.rs"]
+mod fixtures;
 #[path = "conformance/grammar.rs"]
 mod grammar;
 
@@ -81,6 +83,18 @@ fn generated_policies_agree_with_the_apiserver() {
         examples: BTreeMap::new(),
         started: Instant::now(),
     };
+    let replayed = replay_fixtures(&cluster, &runtime, &client);
+    assert!(
+        replayed.is_empty(),
+        "the apiserver no longer answers as tests/fixtures/conformance records:\n{}",
+        replayed.join("\n")
+    );
+    let harness = Harness {
+        cluster: &cluster,
+        runtime: &runtime,
+        client: &client,
+        work: work.path(),
+    };
     let per_seed = cases.div_ceil(seeds.len());
     let mut round_id = 0u64;
     for seed in &seeds {
@@ -91,16 +105,7 @@ fn generated_policies_agree_with_the_apiserver() {
             let mut rng = Rng::new(seed.wrapping_mul(1_000_003).wrapping_add(round_in_seed));
             let kind = KINDS[(round_in_seed % KINDS.len() as u64) as usize];
             round_in_seed += 1;
-            run_round(
-                &cluster,
-                &runtime,
-                &client,
-                work.path(),
-                &mut rng,
-                kind,
-                round_id,
-                &mut totals,
-            );
+            run_round(&harness, &mut rng, kind, round_id, &mut totals);
         }
     }
     report(&totals, &seeds, work.path());
@@ -159,6 +164,15 @@ fn report(totals: &Totals, seeds: &[u64], _work: &std::path::Path) {
     }
 }
 
+/// What a round talks to.
+#[derive(Clone, Copy)]
+struct Harness<'a> {
+    cluster: &'a ControlPlane,
+    runtime: &'a tokio::runtime::Runtime,
+    client: &'a kube::Client,
+    work: &'a std::path::Path,
+}
+
 /// One generated object with the bookkeeping of its round.
 struct Case {
     object: Value,
@@ -166,17 +180,86 @@ struct Case {
     cases: usize,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_round(
+/// The minimised divergences, replayed against the apiserver: the answers they record must be
+/// its answers. Returns the mismatches, each with the answer seen.
+fn replay_fixtures(
     cluster: &ControlPlane,
     runtime: &tokio::runtime::Runtime,
     client: &kube::Client,
-    work: &std::path::Path,
-    rng: &mut Rng,
-    kind: Kind,
-    round: u64,
-    totals: &mut Totals,
-) {
+) -> Vec<String> {
+    let mut mismatches = Vec::new();
+    for (i, (name, fixture)) in fixtures::all().into_iter().enumerate() {
+        let round = 1_000_000 + i as u64;
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": fixture.policies});
+        if let Some(refused) = &fixture.refused {
+            let output = cluster.kubectl_stdin(&["create", "-f", "-"], &list.to_string());
+            let message = stderr(&output);
+            if output.status.success() || !message.contains(refused.as_str()) {
+                mismatches.push(format!(
+                    "{name}: expected a refusal containing {refused:?}, got: {message}"
+                ));
+            }
+            delete_round(cluster, &fixture.policies);
+            continue;
+        }
+        let mut manifest = fixture.policies.clone();
+        manifest.extend(sentinels(round));
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": manifest});
+        let applied = cluster.kubectl_stdin(&["create", "-f", "-"], &list.to_string());
+        assert!(applied.status.success(), "{name}: {}", stderr(&applied));
+        wait_for_sentinels(runtime, client, round);
+        let kind = KINDS
+            .into_iter()
+            .find(|k| fixture.object["kind"] == k.name())
+            .expect("a fixture object of a generated kind");
+        let (status, body, warnings) = runtime.block_on(dry_run(client, kind, &fixture.object));
+        let seen = compare::apiserver_answer(status, &body, warnings, fixture.mutating());
+        let expected = fixture.apiserver.clone().unwrap_or_default();
+        if !compare::differences(&expected, &seen).is_empty()
+            || (expected.code, &expected.reason) != (seen.code, &seen.reason)
+        {
+            mismatches.push(format!(
+                "{name}: the apiserver answers\n{}",
+                serde_norway::to_string(&seen).unwrap()
+            ));
+        }
+        let mut documents = fixture.policies;
+        documents.extend(sentinels(round));
+        delete_round(cluster, &documents);
+    }
+    mismatches
+}
+
+/// Waits until the sentinels of `round` act: the informers deliver in order, so every
+/// policy created before them acts too.
+fn wait_for_sentinels(runtime: &tokio::runtime::Runtime, client: &kube::Client, round: u64) {
+    let probe = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": format!("probe-{round}"), "namespace": NAMESPACE,
+                     "labels": {ROUND_LABEL: round.to_string(), GROUP_LABEL: "probe"}}});
+    let marker = format!("sentinel {round}");
+    eventually(
+        "the round's policies to be active",
+        Duration::from_secs(60),
+        || {
+            let (status, body, warnings) =
+                runtime.block_on(dry_run(client, Kind::ConfigMap, &probe));
+            let mutated = body["metadata"]["annotations"]["conformance.example.com/sentinel"]
+                == json!(round.to_string());
+            let warned = warnings.iter().any(|w| w.ends_with(&marker));
+            (status == 201 && mutated && warned)
+                .then_some(())
+                .ok_or_else(|| format!("{status} {warnings:?} {body}"))
+        },
+    );
+}
+
+fn run_round(harness: &Harness<'_>, rng: &mut Rng, kind: Kind, round: u64, totals: &mut Totals) {
+    let Harness {
+        cluster,
+        runtime,
+        client,
+        work,
+    } = *harness;
     // Policies of this round: two warning ones for every object, one denying one per group,
     // mutating ones for the `mutate` group.
     let mut policies = Vec::new();
@@ -260,9 +343,6 @@ fn run_round(
 
     // Load the round's policies, then wait for its sentinels: the informers deliver in order,
     // so once they act, every policy before them does too.
-    let probe = json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": format!("probe-{round}"), "namespace": NAMESPACE,
-                     "labels": {ROUND_LABEL: round.to_string(), GROUP_LABEL: "probe"}}});
     let mut manifest = policies.clone();
     manifest.extend(sentinels(round));
     let list = json!({"apiVersion": "v1", "kind": "List", "items": manifest});
@@ -296,21 +376,7 @@ fn run_round(
         delete_round(cluster, &refused_docs);
         policies = kept;
     }
-    let marker = format!("sentinel {round}");
-    eventually(
-        "the round's policies to be active",
-        Duration::from_secs(60),
-        || {
-            let (status, body, warnings) =
-                runtime.block_on(dry_run(client, Kind::ConfigMap, &probe));
-            let mutated = body["metadata"]["annotations"]["conformance.example.com/sentinel"]
-                == json!(round.to_string());
-            let warned = warnings.iter().any(|w| w.ends_with(&marker));
-            (status == 201 && mutated && warned)
-                .then_some(())
-                .ok_or_else(|| format!("{status} {warnings:?} {body}"))
-        },
-    );
+    wait_for_sentinels(runtime, client, round);
 
     let answers = runtime.block_on(dry_run_all(client, kind, &cases, true));
 
@@ -391,7 +457,9 @@ fn run_round(
             record(totals, divergence, 1, context);
         }
     }
-    delete_round(cluster, &policies);
+    let mut documents = policies;
+    documents.extend(sentinels(round));
+    delete_round(cluster, &documents);
 }
 
 /// Names of the policies in kubectl's `… "NAME" is invalid` errors.
@@ -616,3 +684,58 @@ fn warning_text(header: &str) -> String {
 
 #[allow(dead_code)]
 fn _unused(_: Answer) {}
+
+/// The minimised divergences under `tests/fixtures/conformance/`, without the apiserver:
+/// Portcullis answers what each records (the apiserver's answer, or its own for a known
+/// divergence; the generated test replays the apiserver's side).
+#[test]
+fn minimised_divergences_are_as_recorded() {
+    let work = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    let all = fixtures::all();
+    for (name, fixture) in &all {
+        let known = fixture.class != "agrees";
+        if known
+            && !KNOWN
+                .iter()
+                .chain(compare::KNOWN_REFUSALS)
+                .any(|k| k.class == fixture.class)
+        {
+            failures.push(format!(
+                "{name}: class {:?} is not a known cause ({})",
+                fixture.class, fixture.issue
+            ));
+        }
+        let (code, answer) = fixtures::check(work.path(), name, fixture);
+        if fixture.refused.is_some() {
+            // Known: Portcullis still loads what the apiserver refuses; agrees: it refuses too.
+            if (code != 2) != known {
+                failures.push(format!("{name}: check exit code {code}"));
+            }
+            continue;
+        }
+        let expected = if known {
+            fixture.portcullis.clone()
+        } else {
+            fixture.apiserver.clone()
+        }
+        .unwrap_or_else(|| panic!("{name}: the answer to expect"));
+        match answer {
+            Some(answer) if compare::differences(&expected, &answer).is_empty() => {}
+            answer => failures.push(format!(
+                "{name}: Portcullis answers\n{}",
+                serde_norway::to_string(&answer).unwrap()
+            )),
+        }
+        if known
+            && let (Some(apiserver), Some(portcullis)) = (&fixture.apiserver, &fixture.portcullis)
+        {
+            assert!(
+                !compare::differences(apiserver, portcullis).is_empty(),
+                "{name}: a known divergence whose answers agree"
+            );
+        }
+    }
+    eprintln!("conformance: {} minimised cases checked", all.len());
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -258,11 +258,38 @@ pub const KNOWN: &[KnownCause] = &[
         },
     },
     KnownCause {
+        class: "which-error-is-reported",
+        issue: "#13 (item 4)",
+        reason: "when two sub-expressions fail, cel-go and the cel crate report different ones: \
+                 for `a && b` cel-go the left operand's error, the cel crate the right one's; in \
+                 a comprehension cel-go the error of a later element (its accumulator keeps the \
+                 last), the cel crate the first (both in the cel crate's interpreter, not \
+                 src/expressions)",
+        matches: |apiserver, portcullis| both_no_such_key(apiserver, portcullis),
+    },
+    KnownCause {
+        class: "empty-list-membership",
+        issue: "#13 (item 4)",
+        reason: "cel-go's planner turns `x in []` (a constant empty list) into `false` without \
+                 evaluating `x`, so a failing `x` is no error there; the cel crate evaluates `x` \
+                 and fails",
+        matches: |apiserver, portcullis| {
+            portcullis.contains(" in []")
+                && portcullis.contains("resulted in error")
+                && !apiserver.contains("resulted in error")
+        },
+    },
+    KnownCause {
         class: "has-variables-self-reference",
         issue: "#13",
-        reason: "`has(variables.a)` inside another variable builds every variable, the one being \
-             evaluated included, and fails \"variable 'b' references itself\"",
-        matches: |_, portcullis| portcullis.contains("references itself"),
+        reason: "`has(variables.a)` evaluates the variables (a bare `variables` builds every \
+             one): inside another variable it fails \"variable 'b' references itself\", and a \
+             failing variable makes `has()` fail where the apiserver answers true",
+        matches: |_, portcullis| {
+            portcullis.contains("references itself")
+                || (portcullis.contains("has(variables.")
+                    && portcullis.contains("resulted in error"))
+        },
     },
 ];
 
@@ -302,4 +329,14 @@ pub fn classify_refusal(apiserver: &str) -> &'static str {
         .iter()
         .find(|cause| (cause.matches)(apiserver, ""))
         .map_or(NEW, |cause| cause.class)
+}
+
+/// Both texts are the same message but for the key of a `no such key` error: which of two
+/// failing sub-expressions is reported.
+fn both_no_such_key(apiserver: &str, portcullis: &str) -> bool {
+    let cut = |text: &str| {
+        text.rsplit_once("no such key: ")
+            .map(|(head, _)| head.to_owned())
+    };
+    apiserver != portcullis && cut(apiserver).is_some() && cut(apiserver) == cut(portcullis)
 }
