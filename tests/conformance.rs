@@ -63,7 +63,8 @@ fn generated_policies_agree_with_the_apiserver() {
         .filter(|s| !s.trim().is_empty())
         .map(|s| s.trim().parse().expect("CONFORMANCE_CASES: a number"))
         .unwrap_or(CI_CASES);
-    let cluster = ControlPlane::start(&bin);
+    let audit_log = AuditLog::new();
+    let cluster = ControlPlane::start_with(&bin, &audit_log.apiserver_args());
     cluster.kubectl_ok(&["create", "namespace", NAMESPACE]);
     cluster.apply(&grammar::params_config_map().to_string());
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -94,6 +95,7 @@ fn generated_policies_agree_with_the_apiserver() {
         runtime: &runtime,
         client: &client,
         work: work.path(),
+        audit_log: &audit_log,
     };
     let per_seed = cases.div_ceil(seeds.len());
     let mut round_id = 0u64;
@@ -171,6 +173,7 @@ struct Harness<'a> {
     runtime: &'a tokio::runtime::Runtime,
     client: &'a kube::Client,
     work: &'a std::path::Path,
+    audit_log: &'a AuditLog,
 }
 
 /// One generated object with the bookkeeping of its round.
@@ -212,8 +215,13 @@ fn replay_fixtures(
             .into_iter()
             .find(|k| fixture.object["kind"] == k.name())
             .expect("a fixture object of a generated kind");
-        let (status, body, warnings) = runtime.block_on(dry_run(client, kind, &fixture.object));
-        let seen = compare::apiserver_answer(status, &body, warnings, fixture.mutating());
+        let answer = runtime.block_on(dry_run(client, kind, &fixture.object));
+        let seen = compare::apiserver_answer(
+            answer.status,
+            &answer.body,
+            answer.warnings,
+            fixture.mutating(),
+        );
         let expected = fixture.apiserver.clone().unwrap_or_default();
         if !compare::differences(&expected, &seen).is_empty()
             || (expected.code, &expected.reason) != (seen.code, &seen.reason)
@@ -241,8 +249,12 @@ fn wait_for_sentinels(runtime: &tokio::runtime::Runtime, client: &kube::Client, 
         "the round's policies to be active",
         Duration::from_secs(60),
         || {
-            let (status, body, warnings) =
-                runtime.block_on(dry_run(client, Kind::ConfigMap, &probe));
+            let DryRun {
+                status,
+                body,
+                warnings,
+                ..
+            } = runtime.block_on(dry_run(client, Kind::ConfigMap, &probe));
             let mutated = body["metadata"]["annotations"]["conformance.example.com/sentinel"]
                 == json!(round.to_string());
             let warned = warnings.iter().any(|w| w.ends_with(&marker));
@@ -259,6 +271,7 @@ fn run_round(harness: &Harness<'_>, rng: &mut Rng, kind: Kind, round: u64, total
         runtime,
         client,
         work,
+        audit_log,
     } = *harness;
     // Policies of this round: two warning ones for every object, one denying one per group,
     // mutating ones for the `mutate` group.
@@ -327,18 +340,28 @@ fn run_round(harness: &Harness<'_>, rng: &mut Rng, kind: Kind, round: u64, total
     // The objects as the apiserver defaults them, before any policy of this round exists.
     let mut plain_warnings: Vec<Vec<String>> = Vec::new();
     let defaulted: Vec<Value> = runtime
-        .block_on(dry_run_all(client, kind, &cases, false))
+        .block_on(dry_run_all(client, kind, &cases))
         .into_iter()
         .zip(&cases)
-        .map(|((status, body, warnings), case)| {
-            plain_warnings.push(warnings);
-            assert!(
-                (200..300).contains(&status),
-                "generated object refused without policies: {body}\n{}",
-                case.object
-            );
-            body
-        })
+        .map(
+            |(
+                DryRun {
+                    status,
+                    body,
+                    warnings,
+                    ..
+                },
+                case,
+            )| {
+                plain_warnings.push(warnings);
+                assert!(
+                    (200..300).contains(&status),
+                    "generated object refused without policies: {body}\n{}",
+                    case.object
+                );
+                body
+            },
+        )
         .collect();
 
     // Load the round's policies, then wait for its sentinels: the informers deliver in order,
@@ -378,7 +401,7 @@ fn run_round(harness: &Harness<'_>, rng: &mut Rng, kind: Kind, round: u64, total
     }
     wait_for_sentinels(runtime, client, round);
 
-    let answers = runtime.block_on(dry_run_all(client, kind, &cases, true));
+    let answers = runtime.block_on(dry_run_all(client, kind, &cases));
 
     // Portcullis: the same policies (and the parameter ConfigMap), the defaulted objects.
     let policy_file = work.join(format!("policies-{round}.json"));
@@ -424,7 +447,8 @@ fn run_round(harness: &Harness<'_>, rng: &mut Rng, kind: Kind, round: u64, total
     };
     assert_eq!(results.len(), cases.len());
 
-    for ((((case, (status, body, mut warnings)), result), input), plain) in cases
+    let audit = audit_log.annotations(answers.iter().map(|a| a.audit_id.as_str()));
+    for ((((case, answer), result), input), plain) in cases
         .iter()
         .zip(answers)
         .zip(&results)
@@ -432,10 +456,33 @@ fn run_round(harness: &Harness<'_>, rng: &mut Rng, kind: Kind, round: u64, total
         .zip(&plain_warnings)
     {
         // The apiserver's own warnings about the object (not admission's) are not compared.
+        let mut warnings = answer.warnings.clone();
         warnings.retain(|w| !plain.contains(w));
-        let from_apiserver = compare::apiserver_answer(status, &body, warnings, case.mutating);
+        let mut from_apiserver =
+            compare::apiserver_answer(answer.status, &answer.body, warnings, case.mutating);
+        from_apiserver.audit = audit.get(&answer.audit_id).cloned().unwrap_or_default();
         let from_portcullis = compare::portcullis_answer(result, input, case.mutating);
-        let divergences = compare::differences(&from_apiserver, &from_portcullis);
+        let mut divergences = compare::differences(&from_apiserver, &from_portcullis);
+        // Policies the apiserver runs in another order than Portcullis's file order: if
+        // Portcullis, given the policies in reverse order, answers as the apiserver, the
+        // divergence is one of order.
+        if divergences.iter().any(|d| d.class == NEW) {
+            let mut reversed: Vec<Value> = policies
+                .chunks(2)
+                .rev()
+                .flat_map(|pair| pair.iter().cloned())
+                .collect();
+            if reversed.iter().any(|d| !d["spec"]["paramKind"].is_null()) {
+                reversed.push(grammar::params_config_map());
+            }
+            let result = check_one(work, &reversed, input);
+            let again = compare::portcullis_answer(&result, input, case.mutating);
+            if compare::differences(&from_apiserver, &again).is_empty() {
+                for divergence in &mut divergences {
+                    divergence.class = compare::POLICY_ORDER;
+                }
+            }
+        }
         let count: usize = policies_for(&policies, input)
             .iter()
             .filter_map(|d| cases_of.get(d["metadata"]["name"].as_str().unwrap_or("")))
@@ -460,6 +507,23 @@ fn run_round(harness: &Harness<'_>, rng: &mut Rng, kind: Kind, round: u64, total
     let mut documents = policies;
     documents.extend(sentinels(round));
     delete_round(cluster, &documents);
+}
+
+/// `portcullis check --output json` of one object under `documents`.
+fn check_one(work: &std::path::Path, documents: &[Value], object: &Value) -> Value {
+    let policy_file = work.join("reordered-policies.json");
+    let stream: String = documents.iter().map(|d| format!("---\n{d}\n")).collect();
+    std::fs::write(&policy_file, stream).unwrap();
+    let object_file = work.join("reordered-object.json");
+    std::fs::write(&object_file, object.to_string()).unwrap();
+    let output = Command::new(PORTCULLIS)
+        .args(["check", "--output", "json", "--policies"])
+        .arg(&policy_file)
+        .arg(&object_file)
+        .output()
+        .unwrap();
+    let mut results: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap_or_default();
+    results.pop().unwrap_or_default()
 }
 
 /// Names of the policies in kubectl's `… "NAME" is invalid` errors.
@@ -615,19 +679,14 @@ fn delete_round(cluster: &ControlPlane, policies: &[Value]) {
     assert!(output.status.success(), "delete: {}", stderr(&output));
 }
 
-async fn dry_run_all(
-    client: &kube::Client,
-    kind: Kind,
-    cases: &[Case],
-    _with_policies: bool,
-) -> Vec<(u16, Value, Vec<String>)> {
+async fn dry_run_all(client: &kube::Client, kind: Kind, cases: &[Case]) -> Vec<DryRun> {
     let mut set = tokio::task::JoinSet::new();
     for (i, case) in cases.iter().enumerate() {
         let client = client.clone();
         let object = case.object.clone();
         set.spawn(async move { (i, dry_run(&client, kind, &object).await) });
     }
-    let mut out = vec![(0, Value::Null, Vec::new()); cases.len()];
+    let mut out = vec![DryRun::default(); cases.len()];
     while let Some(joined) = set.join_next().await {
         let (i, answer) = joined.unwrap();
         out[i] = answer;
@@ -635,8 +694,19 @@ async fn dry_run_all(
     out
 }
 
-/// `POST …?dryRun=All`: status, body and the texts of the `Warning` headers.
-async fn dry_run(client: &kube::Client, kind: Kind, object: &Value) -> (u16, Value, Vec<String>) {
+/// The apiserver's answer to a dry-run create.
+#[derive(Clone, Default)]
+struct DryRun {
+    status: u16,
+    body: Value,
+    /// The texts of the `Warning` headers.
+    warnings: Vec<String>,
+    /// The `Audit-Id` header: the request's event in the audit log.
+    audit_id: String,
+}
+
+/// `POST …?dryRun=All`.
+async fn dry_run(client: &kube::Client, kind: Kind, object: &Value) -> DryRun {
     let path = match kind.group() {
         "" => format!("/api/v1/namespaces/{NAMESPACE}/{}", kind.resource()),
         group => format!(
@@ -657,9 +727,20 @@ async fn dry_run(client: &kube::Client, kind: Kind, object: &Value) -> (u16, Val
         .filter_map(|value| value.to_str().ok())
         .map(warning_text)
         .collect();
+    let audit_id = response
+        .headers()
+        .get("audit-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
     let body = response.into_body().collect().await.unwrap().to_bytes();
     let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    (status, body, warnings)
+    DryRun {
+        status,
+        body,
+        warnings,
+        audit_id,
+    }
 }
 
 /// The text of a `Warning: 299 - "text"` header (RFC 7234 quoted string).
@@ -738,4 +819,78 @@ fn minimised_divergences_are_as_recorded() {
     }
     eprintln!("conformance: {} minimised cases checked", all.len());
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The apiserver's audit log (Metadata level, the generated objects only): the audit
+/// annotations of a request, found by its `Audit-Id`.
+struct AuditLog {
+    dir: tempfile::TempDir,
+    args: Vec<String>,
+}
+
+impl AuditLog {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = dir.path().join("audit-policy.yaml");
+        std::fs::write(
+            &policy,
+            format!(
+                "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\n\
+                 rules:\n- level: Metadata\n  namespaces: [{NAMESPACE}]\n  resources:\n  \
+                 - group: \"\"\n    resources: [configmaps, pods, services]\n  \
+                 - group: apps\n    resources: [deployments]\n- level: None\n"
+            ),
+        )
+        .unwrap();
+        let args = vec![
+            format!("--audit-policy-file={}", policy.display()),
+            format!(
+                "--audit-log-path={}",
+                dir.path().join("audit.log").display()
+            ),
+        ];
+        AuditLog { dir, args }
+    }
+
+    fn apiserver_args(&self) -> Vec<&str> {
+        self.args.iter().map(String::as_str).collect()
+    }
+
+    /// The audit annotations of each request in `ids` (policy keys only: the authorizer's are
+    /// left out), waiting until every one is in the log.
+    fn annotations<'i>(
+        &self,
+        ids: impl Iterator<Item = &'i str>,
+    ) -> BTreeMap<String, BTreeMap<String, String>> {
+        let wanted: Vec<&str> = ids.filter(|id| !id.is_empty()).collect();
+        let mut found = BTreeMap::new();
+        eventually("the audit events", Duration::from_secs(30), || {
+            let text =
+                std::fs::read_to_string(self.dir.path().join("audit.log")).unwrap_or_default();
+            for line in text.lines() {
+                let Ok(event) = serde_json::from_str::<Value>(line) else {
+                    continue;
+                };
+                let id = event["auditID"].as_str().unwrap_or_default();
+                if event["stage"] != "ResponseComplete" || !wanted.contains(&id) {
+                    continue;
+                }
+                let annotations: BTreeMap<String, String> = event["annotations"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .filter(|(key, _)| !key.starts_with("authorization.k8s.io/"))
+                    .map(|(key, value)| {
+                        (key.clone(), value.as_str().unwrap_or_default().to_owned())
+                    })
+                    .collect();
+                found.insert(id.to_owned(), annotations);
+            }
+            let missing = wanted.iter().filter(|id| !found.contains_key(**id)).count();
+            (missing == 0)
+                .then_some(())
+                .ok_or_else(|| format!("{missing} events not in the audit log yet"))
+        });
+        found
+    }
 }
