@@ -477,11 +477,18 @@ fn run_round(harness: &Harness<'_>, rng: &mut Rng, kind: Kind, round: u64, total
             }
             let result = check_one(work, &reversed, input);
             let again = compare::portcullis_answer(&result, input, case.mutating);
-            if compare::differences(&from_apiserver, &again).is_empty() {
-                for divergence in &mut divergences {
+            let remaining = compare::differences(&from_apiserver, &again);
+            for divergence in &mut divergences {
+                let still = remaining
+                    .iter()
+                    .any(|d| d.what == divergence.what && d.apiserver == divergence.apiserver);
+                if divergence.class == NEW && !still {
                     divergence.class = compare::POLICY_ORDER;
                 }
             }
+        }
+        for divergence in divergences.iter_mut().filter(|d| d.class == NEW) {
+            divergence.class = explain(work, &policies, input, result, &from_apiserver, divergence);
         }
         let count: usize = policies_for(&policies, input)
             .iter()
@@ -507,6 +514,67 @@ fn run_round(harness: &Harness<'_>, rng: &mut Rng, kind: Kind, round: u64, total
     let mut documents = policies;
     documents.extend(sentinels(round));
     delete_round(cluster, &documents);
+}
+
+/// Known causes that the texts alone cannot show, each confirmed by running `check` again:
+/// audit annotations written after a matchCondition failed, and a MutatingAdmissionPolicy the
+/// apiserver invoked once more after its own change.
+fn explain(
+    work: &std::path::Path,
+    policies: &[Value],
+    input: &Value,
+    result: &Value,
+    apiserver: &Answer,
+    divergence: &Divergence,
+) -> &'static str {
+    let with_params = |mut documents: Vec<Value>| {
+        if documents.iter().any(|d| !d["spec"]["paramKind"].is_null()) {
+            documents.push(grammar::params_config_map());
+        }
+        documents
+    };
+    if divergence.what == "audit"
+        && divergence.apiserver.is_none()
+        && let Some(text) = &divergence.portcullis
+        && let Some((name, _)) = text.split_once('.')
+        && let Some(i) = policies
+            .iter()
+            .position(|d| d["metadata"]["name"] == name && d["kind"] == "ValidatingAdmissionPolicy")
+        && let Some(conditions) = policies[i]["spec"]["matchConditions"].as_array()
+    {
+        // The policy's matchConditions as Warn validations: does one fail to evaluate?
+        let mut probe = policies[i].clone();
+        probe["spec"]["validations"] = conditions
+            .iter()
+            .map(|c| json!({"expression": c["expression"]}))
+            .collect();
+        probe["spec"]["failurePolicy"] = json!("Fail");
+        for field in ["matchConditions", "auditAnnotations"] {
+            probe["spec"].as_object_mut().unwrap().remove(field);
+        }
+        let mut binding = policies[i + 1].clone();
+        binding["spec"]["validationActions"] = json!(["Warn"]);
+        let result = check_one(work, &with_params(vec![probe, binding]), input);
+        let failed = result["warnings"].as_array().is_some_and(|w| {
+            w.iter()
+                .any(|w| w.as_str().unwrap_or("").contains("resulted in error"))
+        });
+        if failed {
+            return compare::AUDIT_AFTER_MATCH_CONDITION_ERROR;
+        }
+    }
+    if divergence.what == "object"
+        && let Some(patched) = result["patchedObject"].as_object()
+    {
+        // Once more on Portcullis's own result: is that the apiserver's object?
+        let patched = Value::Object(patched.clone());
+        let again = check_one(work, &with_params(policies.to_vec()), &patched);
+        let again = compare::portcullis_answer(&again, &patched, true);
+        if again.object.is_some() && again.object == apiserver.object {
+            return compare::MAP_REINVOKED;
+        }
+    }
+    NEW
 }
 
 /// `portcullis check --output json` of one object under `documents`.

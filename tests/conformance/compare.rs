@@ -285,6 +285,11 @@ pub struct KnownCause {
     pub matches: fn(&str, &str) -> bool,
 }
 
+/// Audit annotations Portcullis writes for a policy whose matchCondition failed to evaluate.
+pub const AUDIT_AFTER_MATCH_CONDITION_ERROR: &str = "audit-after-match-condition-error";
+/// A MutatingAdmissionPolicy the apiserver ran once more after its own change.
+pub const MAP_REINVOKED: &str = "map-reinvoked-after-own-change";
+
 /// Divergences that vanish when Portcullis is given the policies in reverse order.
 pub const POLICY_ORDER: &str = "policy-order";
 
@@ -320,7 +325,7 @@ pub const KNOWN: &[KnownCause] = &[
                  a comprehension cel-go the error of a later element (its accumulator keeps the \
                  last), the cel crate the first (both in the cel crate's interpreter, not \
                  src/expressions)",
-        matches: |apiserver, portcullis| both_no_such_key(apiserver, portcullis),
+        matches: |apiserver, portcullis| two_known_errors(apiserver, portcullis),
     },
     KnownCause {
         class: "empty-list-membership",
@@ -354,7 +359,7 @@ pub const KNOWN: &[KnownCause] = &[
         issue: "#13 (item 4)",
         reason: "the validation_failure audit annotation lists the same failures in another order \
                  of policies: Portcullis in the order of its policy files, the apiserver in the \
-                 order its policy source holds them (neither name nor creation order)",
+                 order its policy source lists them (see policy-order)",
         matches: |apiserver, portcullis| {
             let entries = |text: &str| -> Option<Vec<String>> {
                 let (_, list) = text.split_once(": ")?;
@@ -376,11 +381,40 @@ pub const KNOWN: &[KnownCause] = &[
         class: POLICY_ORDER,
         issue: "#13",
         reason: "the apiserver runs (and reports) the policies matching a request in the order \
-                 its policy source holds them, which in these runs is the reverse of their \
-                 creation order, neither their names' order nor Portcullis's file order: two \
-                 MutatingAdmissionPolicies setting one field leave the other value; the first \
-                 denial and the validation_failure list follow that order. Checked by running \
-                 check again with the policies reversed",
+                 its policy source lists them, which is neither their names' order nor their \
+                 creation order (both orders were seen for two policies created in the same \
+                 order); Portcullis uses its file order. Two MutatingAdmissionPolicies setting \
+                 one field leave different values; the first denial and the validation_failure \
+                 list follow that order. Confirmed per instance by running check again with \
+                 the policies reversed",
+        matches: |_, _| false,
+    },
+    KnownCause {
+        class: "warning-truncation",
+        issue: "#13 (item 4)",
+        reason: "the apiserver truncates each warning to 256 characters; `check` prints the whole \
+                 VAP warning (`serve`'s answer is truncated by the apiserver itself)",
+        matches: |apiserver, portcullis| {
+            apiserver.chars().count() == 256 && portcullis.starts_with(apiserver)
+        },
+    },
+    KnownCause {
+        class: AUDIT_AFTER_MATCH_CONDITION_ERROR,
+        issue: "#13",
+        reason: "when a matchCondition fails to evaluate, the apiserver neither validates nor \
+                 writes the policy's auditAnnotations (failurePolicy Fail denies, Ignore skips \
+                 the policy); Portcullis still evaluates and writes the auditAnnotations \
+                 (src/engine/admission_policy/validating.rs). Confirmed per instance by \
+                 evaluating the policy's matchConditions with check",
+        matches: |_, _| false,
+    },
+    KnownCause {
+        class: MAP_REINVOKED,
+        issue: "#13",
+        reason: "a MutatingAdmissionPolicy with reinvocationPolicy IfNeeded that changed the \
+                 object is run once more by the apiserver even when no other policy changed it \
+                 afterwards; Portcullis reinvokes only after another policy's change. Confirmed \
+                 per instance by running check again on Portcullis's result",
         matches: |_, _| false,
     },
     KnownCause {
@@ -435,14 +469,30 @@ pub fn classify_refusal(apiserver: &str) -> &'static str {
         .map_or(NEW, |cause| cause.class)
 }
 
-/// Both texts are the same message but for the key of a `no such key` error: which of two
-/// failing sub-expressions is reported.
-fn both_no_such_key(apiserver: &str, portcullis: &str) -> bool {
-    let cut = |text: &str| {
-        text.rsplit_once("no such key: ")
-            .map(|(head, _)| head.to_owned())
+/// Both texts report the same expression failing, each with an error worded as the other side
+/// words that error elsewhere: which of two failing sub-expressions is reported.
+fn two_known_errors(apiserver: &str, portcullis: &str) -> bool {
+    const WORDED_ALIKE: [&str; 6] = [
+        "no such key: ",
+        "index out of range: ",
+        "type conversion error from ",
+        "no such overload",
+        "composited variable ",
+        "No Major.Minor.Patch",
+    ];
+    let split = |text: &str| {
+        text.split_once(" resulted in error: ")
+            .map(|(head, error)| (head.to_owned(), error.to_owned()))
     };
-    apiserver != portcullis && cut(apiserver).is_some() && cut(apiserver) == cut(portcullis)
+    match (split(apiserver), split(portcullis)) {
+        (Some((a_head, a_error)), Some((p_head, p_error))) => {
+            a_head == p_head
+                && a_error != p_error
+                && WORDED_ALIKE.iter().any(|w| a_error.starts_with(w))
+                && WORDED_ALIKE.iter().any(|w| p_error.starts_with(w))
+        }
+        _ => false,
+    }
 }
 
 /// An audit annotation key as Portcullis writes it (`annotation_key` in the engine): `/` and
