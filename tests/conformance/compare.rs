@@ -392,8 +392,9 @@ pub const KNOWN: &[KnownCause] = &[
     KnownCause {
         class: "warning-truncation",
         issue: "#13 (item 4)",
-        reason: "the apiserver truncates each warning to 256 characters; `check` prints the whole \
-                 VAP warning (`serve`'s answer is truncated by the apiserver itself)",
+        reason: "when the warnings of a response pass 4 KiB together, the apiserver truncates \
+                 each to 256 characters; `check` prints every VAP warning whole (`serve`'s \
+                 warnings are truncated by the apiserver itself)",
         matches: |apiserver, portcullis| {
             apiserver.chars().count() == 256 && portcullis.starts_with(apiserver)
         },
