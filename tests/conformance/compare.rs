@@ -213,6 +213,13 @@ pub fn differences(apiserver: &Answer, portcullis: &Answer) -> Vec<Divergence> {
         .collect();
     for key in keys {
         let (a, p) = (apiserver_audit.get(key).copied(), portcullis.audit.get(key));
+        if let (Some(a), Some(p)) = (a, p)
+            && a != p
+            && let Some(entries) = failure_entries(a, p)
+        {
+            out.extend(entries);
+            continue;
+        }
         if a != p {
             out.push(divergence(
                 "audit",
@@ -419,6 +426,18 @@ pub const KNOWN: &[KnownCause] = &[
         matches: |_, _| false,
     },
     KnownCause {
+        class: "zero-value-dropped-between-mutations",
+        issue: "#13",
+        reason: "after each mutation the apiserver converts the object to its typed form and \
+                 back, so a field set to its zero value (omitempty: `minReadySeconds: 0`) is gone \
+                 for the next mutation; Portcullis keeps it in the JSON (src/engine)",
+        matches: |apiserver, portcullis| {
+            apiserver.starts_with("denied: policy '")
+                && apiserver.contains("resulted in error: no such key: ")
+                && portcullis == "allowed"
+        },
+    },
+    KnownCause {
         class: "has-variables-self-reference",
         issue: "#13",
         reason: "`has(variables.a)` evaluates the variables (a bare `variables` builds every \
@@ -512,4 +531,52 @@ pub fn audit_key(key: &str) -> String {
         .collect();
     key.trim_matches(|c: char| !c.is_ascii_alphanumeric())
         .to_owned()
+}
+
+/// The validation_failure lists of both sides, compared entry by entry (by policy and
+/// expression index): `None` when either is not such a list.
+fn failure_entries(apiserver: &str, portcullis: &str) -> Option<Vec<Divergence>> {
+    let unescaped = apiserver
+        .replace("\\u003c", "<")
+        .replace("\\u003e", ">")
+        .replace("\\u0026", "&");
+    let a: Vec<Value> = serde_json::from_str(&unescaped).ok()?;
+    let p: Vec<Value> = serde_json::from_str(portcullis).ok()?;
+    let whole = |class: &'static str| Divergence {
+        class,
+        what: "audit",
+        apiserver: Some(apiserver.to_owned()),
+        portcullis: Some(portcullis.to_owned()),
+    };
+    let sorted = |list: &[Value]| {
+        let mut list: Vec<String> = list.iter().map(Value::to_string).collect();
+        list.sort();
+        list
+    };
+    if a == p {
+        return Some(vec![whole("audit-json-html-escaping")]);
+    }
+    if sorted(&a) == sorted(&p) {
+        return Some(vec![whole("audit-failure-order")]);
+    }
+    let id = |entry: &Value| (entry["policy"].clone(), entry["expressionIndex"].clone());
+    let message = |entry: &Value| entry["message"].as_str().unwrap_or_default().to_owned();
+    let mut out = Vec::new();
+    for entry in &a {
+        match p.iter().find(|other| id(other) == id(entry)) {
+            Some(other) if other == entry => {}
+            Some(other) => out.push(divergence(
+                "audit",
+                Some(message(entry)),
+                Some(message(other)),
+            )),
+            None => out.push(divergence("audit", Some(message(entry)), None)),
+        }
+    }
+    for entry in &p {
+        if !a.iter().any(|other| id(other) == id(entry)) {
+            out.push(divergence("audit", None, Some(message(entry))));
+        }
+    }
+    Some(out)
 }

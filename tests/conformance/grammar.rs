@@ -737,7 +737,7 @@ impl<'r> Grammar<'r> {
         let choice = if leaf {
             self.rng.below(6)
         } else {
-            self.rng.below(20)
+            self.rng.below(21)
         };
         match choice {
             0 => quote(self.rng.pick(&WORDS)),
@@ -802,6 +802,18 @@ impl<'r> Grammar<'r> {
                     "/relative"
                 ]))
             ),
+            19 => self
+                .rng
+                .pick(&[
+                    "request.kind.kind",
+                    "request.resource.resource",
+                    "request.resource.group",
+                    "request.namespace",
+                    "request.name",
+                    "request.operation",
+                    "request.?subResource.orValue('none')",
+                ])
+                .to_string(),
             _ => format!("string({})", self.numeric_literal()),
         }
     }
