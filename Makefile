@@ -4,7 +4,7 @@
 CARGO ?= cargo
 CERTS_OUT ?= certs/out
 
-.PHONY: run build test e2e e2e-latency controlplane lint fmt certs manifests bench clean
+.PHONY: run build test e2e e2e-latency conformance controlplane lint fmt certs manifests bench clean
 
 ## run: serve on :8443 (HTTPS) and :8080 (admin) with an ephemeral certificate and the built-in rules
 run:
@@ -25,6 +25,14 @@ controlplane:
 ## e2e: only the end-to-end test
 e2e:
 	PORTCULLIS_E2E_BIN="$$(e2e/build-controlplane.sh | tail -n 1)" $(CARGO) test --locked --test e2e -- --nocapture
+
+## conformance: the generated differential test against the e2e apiserver: SEED (comma-separated
+## seeds) and CASES (total cases) choose the run; without them, the CI seed set `make test` runs.
+## Counts per divergence class are printed (docs/conformance.md)
+conformance:
+	PORTCULLIS_E2E_BIN="$$(e2e/build-controlplane.sh | tail -n 1)" \
+	CONFORMANCE_SEEDS="$(SEED)" CONFORMANCE_CASES="$(CASES)" \
+		$(CARGO) test --locked --test conformance -- --nocapture
 
 ## e2e-latency: Pod CREATE latency through the apiserver: no admission, in-tree VAP, Portcullis
 ## and the Go peer (a table, not a test; without Go the Go peer row says skipped)

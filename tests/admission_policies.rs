@@ -448,8 +448,8 @@ fn docs_variables_and_lazy_errors() {
         decision.warnings,
         [
             "Validation failed for ValidatingAdmissionPolicy 'lazy-variables' with binding \
-          'lazy-variables': expression 'variables.owner != ''' resulted in error: no such key: \
-          annotations"
+          'lazy-variables': expression 'variables.owner != ''' resulted in error: composited \
+          variable \"owner\" fails to evaluate: no such key: annotations"
         ]
     );
 }

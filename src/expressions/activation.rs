@@ -261,7 +261,13 @@ impl<'a> Activation<'a> {
                 .evaluator
                 .as_ref()
                 .expect("lazy variables have an evaluator");
-            let value = evaluator(name, self)?;
+            // The apiserver's wording for an expression reading a variable that failed.
+            let value = evaluator(name, self).map_err(|error| match error {
+                CelEvalError::Runtime(message) => CelEvalError::Runtime(format!(
+                    "composited variable \"{name}\" fails to evaluate: {message}"
+                )),
+                cancelled => cancelled,
+            })?;
             let val: Box<dyn Val> = value.try_into().map_err(|e| eval_error(&e))?;
             Ok(val)
         });

@@ -389,6 +389,12 @@ pub(crate) fn eval_error(error: &ExecutionError) -> CelEvalError {
         ExecutionError::FunctionError { function, message } if function == "budget" => {
             CelEvalError::Cancelled(message.clone())
         }
+        // cel-go: `int('x')` is "type conversion error from 'string' to 'int'".
+        ExecutionError::FunctionError { function, message }
+            if message.starts_with("string parse error") && function == "int" =>
+        {
+            CelEvalError::runtime("type conversion error from 'string' to 'int'")
+        }
         ExecutionError::FunctionError { message, .. } => CelEvalError::runtime(message.clone()),
         ExecutionError::NoSuchKey(key) => CelEvalError::runtime(format!("no such key: {key}")),
         ExecutionError::UndeclaredReference(name) => {

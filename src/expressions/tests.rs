@@ -60,6 +60,37 @@ fn optionals() {
     );
 }
 
+/// Found by the conformance test (docs/conformance.md): worded as cel-go words it (the
+/// apiserver's answer; `uint` and `double` were not observed and keep the cel crate's text).
+#[test]
+fn string_to_int_conversion_errors_are_worded_as_cel_go() {
+    let object = json!({"data": {"replicas": "x"}});
+    let error = eval_json("int(object.data.replicas) > 0", &object).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "type conversion error from 'string' to 'int'"
+    );
+}
+
+/// Found by the conformance test (docs/conformance.md): the apiserver's text is blang/semver's
+/// error alone.
+#[test]
+fn semver_parse_errors_are_worded_as_the_apiserver() {
+    let error = eval_json("semver('1.x').major() > 0", &json!({})).unwrap_err();
+    assert_eq!(error.to_string(), "No Major.Minor.Patch elements found");
+}
+
+/// Found by the conformance test (docs/conformance.md): the apiserver's answer.
+#[test]
+fn contains_ip_of_a_string_that_is_no_ip_is_no_such_overload() {
+    let error = eval_json("cidr('10.0.0.0/8').containsIP('nginx:latest')", &json!({})).unwrap_err();
+    assert_eq!(error.to_string(), "no such overload");
+    assert_eq!(
+        eval_json("cidr('10.0.0.0/8').containsIP('10.1.2.3')", &json!({})),
+        Ok(json!(true))
+    );
+}
+
 #[test]
 fn missing_keys_say_no_such_key() {
     let object = json!({"spec": {}});
@@ -300,7 +331,11 @@ fn variables_are_lazy_cached_and_fail_only_when_referenced() {
     assert_eq!(program.evaluate(&activation), Ok(cel::Value::Bool(true)));
     let program = env.compile("variables.broken == 1").unwrap();
     let error = program.evaluate(&activation).unwrap_err();
-    assert_eq!(error.to_string(), "no such key: missing");
+    // The apiserver's wording (found by the conformance test, docs/conformance.md).
+    assert_eq!(
+        error.to_string(),
+        "composited variable \"broken\" fails to evaluate: no such key: missing"
+    );
 }
 
 #[test]

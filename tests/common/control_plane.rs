@@ -40,14 +40,18 @@ pub struct ControlPlane {
 
 impl ControlPlane {
     pub fn start(bin: &Path) -> Self {
+        Self::start_with(bin, &[])
+    }
+
+    /// [`ControlPlane::start`] with more kube-apiserver flags (an audit log, say).
+    pub fn start_with(bin: &Path, apiserver_args: &[&str]) -> Self {
         // The in-tree PodSecurity plugin would refuse pods before any webhook is called;
         // Portcullis's Pod Security must be the one deciding here.
+        let mut args = vec!["--disable-admission-plugins=ServiceAccount,PodSecurity"];
+        args.extend_from_slice(apiserver_args);
         let output = Command::new(format!("{ROOT}/e2e/start-controlplane.sh"))
             .env("PORTCULLIS_E2E_BIN", bin)
-            .env(
-                "PORTCULLIS_E2E_APISERVER_ARGS",
-                "--disable-admission-plugins=ServiceAccount,PodSecurity",
-            )
+            .env("PORTCULLIS_E2E_APISERVER_ARGS", args.join(" "))
             .stderr(Stdio::inherit())
             .output()
             .expect("run e2e/start-controlplane.sh");

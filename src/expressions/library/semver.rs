@@ -65,7 +65,8 @@ impl Semver {
 }
 
 pub(super) fn parse_semver(s: &str, normalize: bool) -> Result<Semver, String> {
-    let err = |why: &str| format!("error parsing semver {s:?}: {why}");
+    // blang/semver's error text, as `semver()` returns it in the apiserver (no prefix).
+    let err = |why: &str| why.to_owned();
     let mut text = s;
     if normalize {
         text = text.strip_prefix('v').unwrap_or(text);
