@@ -861,8 +861,8 @@ fn load_errors_name_file_document_and_expression() {
             .contains("(document 0): kind: unsupported document portcullis.dev/v1alpha1 Polcy")
     );
     assert!(load_error("errors/unsupported-reason.yaml").contains(
-        "(document 0): spec.validations[0].reason: unsupported value \"Conflict\": supported \
-         values: \"Unauthorized\", \"Forbidden\", \"Invalid\", \"RequestEntityTooLarge\""
+        "(document 0): spec.validations[0].reason: Unsupported value: \"Conflict\": supported \
+         values: \"Forbidden\", \"Invalid\", \"RequestEntityTooLarge\""
     ));
     assert!(
         load_error("errors/deny-and-warn.yaml")

@@ -119,7 +119,7 @@ impl Decision {
         for violation in violations {
             match action {
                 Action::Deny => self.violations.push(violation),
-                Action::Warn => self.warnings.push(warning_text(&violation)),
+                Action::Warn => self.warn(warning_text(&violation)),
                 Action::Audit => {
                     let entry = self
                         .audit_annotations
@@ -134,6 +134,14 @@ impl Decision {
                     ));
                 }
             }
+        }
+    }
+
+    /// Adds a warning, unless the same text is already there: the apiserver's warning
+    /// recorder keeps one of identical warnings in a response.
+    pub fn warn(&mut self, text: String) {
+        if !self.warnings.contains(&text) {
+            self.warnings.push(text);
         }
     }
 

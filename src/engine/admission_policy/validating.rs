@@ -97,8 +97,8 @@ impl ValidatingPolicy {
                     source,
                     format!("{field}.reason"),
                     format!(
-                        "unsupported value \"{reason}\": supported values: \"Unauthorized\", \
-                         \"Forbidden\", \"Invalid\", \"RequestEntityTooLarge\""
+                        "Unsupported value: \"{reason}\": supported values: \"Forbidden\", \
+                         \"Invalid\", \"RequestEntityTooLarge\""
                     ),
                 ));
             }
@@ -194,12 +194,7 @@ impl ValidatingPolicy {
 
 /// One failed (or errored) validation, before the binding's actions route it.
 /// The `reason`s a validation may name, as the apiserver's API allows them.
-const SUPPORTED_REASONS: [&str; 4] = [
-    "Unauthorized",
-    "Forbidden",
-    "Invalid",
-    "RequestEntityTooLarge",
-];
+const SUPPORTED_REASONS: [&str; 3] = ["Forbidden", "Invalid", "RequestEntityTooLarge"];
 
 struct Failure {
     message: String,
@@ -369,7 +364,7 @@ fn route(policy: &ValidatingPolicy, binding: &Binding, failure: Failure, decisio
                     decision,
                 );
             }
-            ValidationAction::Warn => decision.warnings.push(format!(
+            ValidationAction::Warn => decision.warn(format!(
                 "Validation failed for ValidatingAdmissionPolicy '{name}' with binding '{}': {}",
                 binding.core.name, failure.message
             )),
@@ -383,7 +378,7 @@ fn route(policy: &ValidatingPolicy, binding: &Binding, failure: Failure, decisio
                 };
                 let key = audit_annotation_key(VALIDATION_FAILURE_KEY);
                 // Serialized from the struct, so the fields keep the apiserver's order.
-                let item = serde_json::to_string(&value).unwrap_or_default();
+                let item = go_json_escape(&serde_json::to_string(&value).unwrap_or_default());
                 // The apiserver keeps one failure per request; we keep every one, in the list.
                 let list = match decision.audit_annotations.get(&key) {
                     Some(existing) if existing.ends_with(']') => {
@@ -395,4 +390,21 @@ fn route(policy: &ValidatingPolicy, binding: &Binding, failure: Failure, decisio
             }
         }
     }
+}
+
+/// JSON text as Go's encoding/json writes it, which the apiserver uses for audit annotations:
+/// `<`, `>` and `&` (and the line and paragraph separators) escaped as `\u003c` …
+fn go_json_escape(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+    out
 }

@@ -436,7 +436,7 @@ impl PodSecurityAdmission {
             _ => return,
         }
         if exempt && let Some(warning) = self.exempt_namespace_warning(namespace, &policy) {
-            decision.warnings.push(warning);
+            decision.warn(warning);
         }
     }
 
