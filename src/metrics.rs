@@ -1,5 +1,7 @@
 //! Prometheus metrics, encoded in the OpenMetrics text format by prometheus-client.
 
+use std::sync::Arc;
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -34,6 +36,29 @@ pub struct ReloadLabels {
     pub result: &'static str,
 }
 
+/// Labels of `portcullis_policy_evaluations_total`: every value comes from a policy document
+/// or is one of a few fixed words, never from an object.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyLabels {
+    /// The policy's name.
+    pub policy: Arc<str>,
+    /// The binding's name (empty for native policies).
+    pub binding: Option<Arc<str>>,
+    /// `ValidatingAdmissionPolicy`, `MutatingAdmissionPolicy` or `Policy`.
+    pub kind: &'static str,
+    /// `Deny`, `Warn`, `Audit` or `Mutate`.
+    pub action: &'static str,
+    /// `pass`, `fail` or `error`.
+    pub result: &'static str,
+}
+
+/// Labels of `portcullis_policy_evaluation_duration_seconds`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyNameLabels {
+    /// The policy's name.
+    pub policy: Arc<str>,
+}
+
 /// Buckets from 50 µs to 10 s: most admissions take well under a millisecond.
 const DURATION_BUCKETS: [f64; 17] = [
     0.00005, 0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
@@ -42,6 +67,16 @@ const DURATION_BUCKETS: [f64; 17] = [
 
 fn duration_histogram() -> Histogram {
     Histogram::new(DURATION_BUCKETS)
+}
+
+/// Buckets from 1 µs to 1 s: one policy usually takes microseconds.
+const POLICY_BUCKETS: [f64; 13] = [
+    0.000001, 0.0000025, 0.000005, 0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.001, 0.01, 0.1,
+    0.25, 1.0,
+];
+
+fn policy_histogram() -> Histogram {
+    Histogram::new(POLICY_BUCKETS)
 }
 
 /// Every metric Portcullis exports, and the registry that encodes them.
@@ -65,6 +100,10 @@ pub struct Metrics {
     pub evaluations_waiting: Gauge,
     /// Time requests waited for an evaluation slot.
     pub evaluation_wait: Histogram,
+    /// Policy evaluations, by policy, binding, kind, action and result.
+    pub policy_evaluations: Family<PolicyLabels, Counter>,
+    /// Time each policy that matched took, by policy.
+    pub policy_duration: Family<PolicyNameLabels, Histogram, fn() -> Histogram>,
 }
 
 impl Default for Metrics {
@@ -88,6 +127,11 @@ impl Metrics {
         let connections_rejected = Counter::default();
         let evaluations_waiting = Gauge::default();
         let evaluation_wait = duration_histogram();
+        let policy_evaluations = Family::<PolicyLabels, Counter>::default();
+        let policy_duration =
+            Family::<PolicyNameLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                policy_histogram,
+            );
         registry.register(
             "portcullis_admission_requests",
             "Admission requests answered, by endpoint, decision and code",
@@ -133,8 +177,21 @@ impl Metrics {
             "Time admission requests waited for an evaluation slot",
             evaluation_wait.clone(),
         );
+        registry.register(
+            "portcullis_policy_evaluations",
+            "Policy evaluations by policy, binding, kind, action and result (fail under Warn or \
+             Audit is a would-be denial)",
+            policy_evaluations.clone(),
+        );
+        registry.register(
+            "portcullis_policy_evaluation_duration_seconds",
+            "Time each policy that matched a request took to evaluate",
+            policy_duration.clone(),
+        );
         Metrics {
             registry,
+            policy_evaluations,
+            policy_duration,
             connections_rejected,
             evaluations_waiting,
             evaluation_wait,
@@ -144,6 +201,28 @@ impl Metrics {
             certificate_expiry,
             reloads,
             panics,
+        }
+    }
+
+    /// Records what the policies of one request gave and how long each took.
+    pub fn record_policies(&self, decision: &crate::engine::Decision) {
+        for outcome in &decision.outcomes {
+            self.policy_evaluations
+                .get_or_create(&PolicyLabels {
+                    policy: outcome.policy.clone(),
+                    binding: outcome.binding.clone(),
+                    kind: outcome.kind,
+                    action: outcome.action,
+                    result: outcome.result,
+                })
+                .inc();
+        }
+        for (policy, took) in &decision.timings {
+            self.policy_duration
+                .get_or_create(&PolicyNameLabels {
+                    policy: policy.clone(),
+                })
+                .observe(took.as_secs_f64());
         }
     }
 

@@ -17,6 +17,17 @@ pub enum Action {
     Audit,
 }
 
+impl Action {
+    /// The action as documents spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Deny => "Deny",
+            Action::Warn => "Warn",
+            Action::Audit => "Audit",
+        }
+    }
+}
+
 /// The apiserver's `failurePolicy`: what an error does, in an admission policy or in the
 /// webhook configuration Portcullis is registered with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, clap::ValueEnum)]

@@ -458,6 +458,68 @@ async fn type_confusion_and_kind_mismatch_are_evaluation_errors_not_passes() {
 }
 
 #[tokio::test]
+async fn per_policy_metrics_count_would_be_denials_of_warn_and_audit_bindings() {
+    let engine = Engine::load(&[common::fixture("admission_policies/actions.yaml")]).unwrap();
+    let state = AppState::new(engine, RequestSettings::default());
+    let router = webhook_router(state.clone());
+    let pod = |namespace: &str, labels: Value| {
+        json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "namespace": namespace, "operation": "CREATE",
+                "object": {"apiVersion": "v1", "kind": "Pod",
+                           "metadata": {"name": "web", "namespace": namespace, "labels": labels},
+                           "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}},
+            }
+        })
+    };
+    // In dev the binding warns and audits: admitted, yet counted as failing under both.
+    for _ in 0..2 {
+        let (_, answer) = call(
+            &router,
+            post_json("/validate", pod("dev", json!({})).to_string()),
+        )
+        .await;
+        assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    }
+    // In prod it denies; a labelled pod passes.
+    let (_, answer) = call(
+        &router,
+        post_json("/validate", pod("prod", json!({})).to_string()),
+    )
+    .await;
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    let labelled = pod("prod", json!({"team": "a"}));
+    call(&router, post_json("/validate", labelled.to_string())).await;
+    let metrics = state.metrics.encode();
+    let count = |labels: &str| {
+        let prefix = format!("portcullis_policy_evaluations_total{{{labels}}} ");
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in\n{metrics}"))
+            .to_owned()
+    };
+    let labels = |binding: &str, action: &str, result: &str| {
+        format!(
+            "policy=\"labels.example.com\",binding=\"{binding}\",kind=\"ValidatingAdmissionPolicy\",action=\"{action}\",result=\"{result}\""
+        )
+    };
+    assert_eq!(count(&labels("labels-warn", "Warn", "fail")), "2");
+    assert_eq!(count(&labels("labels-warn", "Audit", "fail")), "2");
+    assert_eq!(count(&labels("labels-deny", "Deny", "fail")), "1");
+    assert_eq!(count(&labels("labels-deny", "Deny", "pass")), "1");
+    assert!(
+        metrics.contains(
+            "portcullis_policy_evaluation_duration_seconds_count{policy=\"labels.example.com\"} 4"
+        ),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
 async fn metrics_and_health_after_traffic() {
     let (router, state) = builtin_router();
     call(

@@ -1,5 +1,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -55,6 +57,31 @@ pub struct Decision {
     /// ValidatingAdmissionPolicy validation's `reason`); 403 Forbidden otherwise.
     #[serde(skip)]
     pub denial_status: Option<DenialStatus>,
+    /// What each policy's evaluation gave, for per-policy metrics.
+    #[serde(skip)]
+    pub outcomes: Vec<PolicyOutcome>,
+    /// How long each policy that matched took.
+    #[serde(skip)]
+    pub timings: Vec<(Arc<str>, Duration)>,
+}
+
+/// One policy evaluation's result under one action: what
+/// `portcullis_policy_evaluations_total` counts. Every value comes from a policy document or
+/// is one of a few fixed words, so the metric's cardinality is bounded by the policies.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyOutcome {
+    /// `ValidatingAdmissionPolicy`, `MutatingAdmissionPolicy` or `Policy`.
+    pub kind: &'static str,
+    /// The policy's name.
+    pub policy: Arc<str>,
+    /// The binding's name; none for native policies.
+    pub binding: Option<Arc<str>>,
+    /// `Deny`, `Warn` or `Audit` (a binding's validationActions, a native policy's action), or
+    /// `Mutate`.
+    pub action: &'static str,
+    /// `pass`, `fail` (a validation was false: under `Warn` or `Audit`, a would-be denial) or
+    /// `error` (an expression or the binding's params could not be evaluated).
+    pub result: &'static str,
 }
 
 /// The HTTP status code and reason a denial is answered with.

@@ -24,7 +24,7 @@ use crate::patch::ObjectEditor;
 use cel_input::CelInputCell;
 
 pub use crate::vocabulary::Action;
-pub use decision::{Decision, DenialStatus, Violation, audit_annotation_key};
+pub use decision::{Decision, DenialStatus, PolicyOutcome, Violation, audit_annotation_key};
 pub use namespaces::{Labels, NamespaceLookup, NoNamespaces, StaticNamespaces};
 pub use native::CompiledPolicy;
 pub use pod_specs::{CONTAINER_LISTS, PodSpecLocation, pod_spec, pod_spec_location};

@@ -1,5 +1,8 @@
 //! A compiled native `Policy`: its matcher, validation rules and defaulting rules.
 
+use std::sync::Arc;
+
+use super::PolicyOutcome;
 use super::cel_input::CelInputCell;
 use super::matching::{MatchedView, Matcher};
 use super::rules::cel::{self, CelCheck, CelDefaultRule};
@@ -30,7 +33,7 @@ enum NativeDefault {
 
 /// A native policy, compiled.
 pub struct CompiledPolicy {
-    name: String,
+    name: Arc<str>,
     action: Action,
     matcher: Matcher,
     validations: Vec<NamedValidation>,
@@ -149,7 +152,7 @@ impl CompiledPolicy {
             defaults.push(NativeDefault::Family(compiled));
         }
         Ok(CompiledPolicy {
-            name: policy.metadata.name.clone(),
+            name: Arc::from(policy.metadata.name.as_str()),
             action: spec.action,
             matcher: Matcher::new(&spec.match_, spec.pod_templates),
             validations,
@@ -188,6 +191,7 @@ impl CompiledPolicy {
         let Some(view) = View::new(request, object, matched) else {
             return;
         };
+        let started = std::time::Instant::now();
         let mut findings: Vec<Finding> = Vec::new();
         let mut violations = Vec::new();
         for rule in &self.validations {
@@ -217,7 +221,21 @@ impl CompiledPolicy {
                 &mut violations,
             );
         }
+        decision.outcomes.push(PolicyOutcome {
+            kind: "Policy",
+            policy: self.name.clone(),
+            binding: None,
+            action: self.action.as_str(),
+            result: if violations.is_empty() {
+                "pass"
+            } else {
+                "fail"
+            },
+        });
         decision.record(self.action, violations.into_iter());
+        decision
+            .timings
+            .push((self.name.clone(), started.elapsed()));
     }
 
     /// Applies the defaulting rules, in order, when the policy matches.

@@ -209,6 +209,17 @@ pub enum ValidationAction {
     Audit,
 }
 
+impl ValidationAction {
+    /// The action as documents spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ValidationAction::Deny => "Deny",
+            ValidationAction::Warn => "Warn",
+            ValidationAction::Audit => "Audit",
+        }
+    }
+}
+
 /// The spec of a ValidatingAdmissionPolicyBinding.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

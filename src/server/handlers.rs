@@ -72,11 +72,14 @@ fn guarded(
 ) -> Decided {
     let on_error = state.settings.on_error;
     match std::panic::catch_unwind(AssertUnwindSafe(evaluate)) {
-        Ok(Ok(decision)) => Decided {
-            response: decision.to_response(uid),
-            violations: decision.violations.len(),
-            patch_operations: decision.patch.as_ref().map_or(0, Vec::len),
-        },
+        Ok(Ok(decision)) => {
+            state.metrics.record_policies(&decision);
+            Decided {
+                response: decision.to_response(uid),
+                violations: decision.violations.len(),
+                patch_operations: decision.patch.as_ref().map_or(0, Vec::len),
+            }
+        }
         Ok(Err(error)) => {
             tracing::warn!(uid = %uid, error = %error, "evaluation failed");
             Decided::failed(evaluation_failure(on_error, uid, &error.to_string()))

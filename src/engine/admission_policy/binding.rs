@@ -1,6 +1,8 @@
 //! Bindings, and the one dispatch both policy kinds share: matchConstraints, each matching
 //! binding, its parameter objects.
 
+use std::sync::Arc;
+
 use serde_json::Value as Json;
 
 use super::params::ParamStore;
@@ -16,7 +18,7 @@ use crate::policy::{DocumentSource, PolicyError};
 
 /// A binding, compiled.
 pub(super) struct BindingCore {
-    pub(super) name: String,
+    pub(super) name: Arc<str>,
     pub(super) param_ref: Option<ParamRef>,
     pub(super) matcher: Option<ResourceMatcher>,
 }
@@ -49,7 +51,7 @@ impl BindingCore {
             check_match_resources(source, "spec.matchResources", resources)?;
         }
         Ok(BindingCore {
-            name: name.to_owned(),
+            name: Arc::from(name),
             param_ref: param_ref.clone(),
             matcher: match_resources.as_ref().map(ResourceMatcher::new),
         })

@@ -97,7 +97,7 @@ impl AdmissionPolicies {
                 AdmissionPolicyDocument::ValidatingBinding(d) => {
                     let Some(policy) = validating
                         .iter_mut()
-                        .find(|p| p.core.name == d.spec.policy_name)
+                        .find(|p| *p.core.name == *d.spec.policy_name)
                     else {
                         return Err(unknown_policy(
                             source,
@@ -110,7 +110,7 @@ impl AdmissionPolicies {
                 AdmissionPolicyDocument::MutatingBinding(d) => {
                     let Some(policy) = mutating
                         .iter_mut()
-                        .find(|p| p.core.name == d.spec.policy_name)
+                        .find(|p| *p.core.name == *d.spec.policy_name)
                     else {
                         return Err(unknown_policy(
                             source,

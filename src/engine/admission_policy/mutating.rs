@@ -11,7 +11,7 @@ use super::policy_core::PolicyCore;
 use crate::admission::{AdmissionRequest, GroupVersionKind};
 use crate::defaulting::apply_defaults;
 use crate::engine::cel_input::CelInputCell;
-use crate::engine::{Decision, NamespaceLookup, Violation};
+use crate::engine::{Decision, NamespaceLookup, PolicyOutcome, Violation};
 use crate::expressions::Expression;
 use crate::expressions::cel_to_json;
 use crate::patch::json_patch::{PatchError, apply_operation};
@@ -258,6 +258,8 @@ fn run_policy<'r>(
     let fail = policy.core.failure_policy == FailurePolicy::Fail;
     let mut changed = false;
     let schema = set.schema(&request.kind);
+    let mut outcomes = Vec::new();
+    let started = std::time::Instant::now();
     let matched = policy.core.dispatch(
         &policy.bindings,
         &set.params,
@@ -268,8 +270,8 @@ fn run_policy<'r>(
             let mut deny = |message: String| {
                 if fail {
                     decision.violations.push(Violation {
-                        policy: name.clone(),
-                        rule: binding.name.clone(),
+                        policy: name.to_string(),
+                        rule: binding.name.to_string(),
                         path: String::new(),
                         message: format!(
                             "policy '{name}' with binding '{}' denied request: {message}",
@@ -279,9 +281,19 @@ fn run_policy<'r>(
                     });
                 }
             };
+            let outcome = |result: &'static str| PolicyOutcome {
+                kind: "MutatingAdmissionPolicy",
+                policy: policy.core.name.clone(),
+                binding: Some(binding.name.clone()),
+                action: "Mutate",
+                result,
+            };
             let evaluation = match evaluation {
                 Ok(evaluation) => evaluation,
-                Err(error) => return deny(error),
+                Err(error) => {
+                    outcomes.push(outcome("error"));
+                    return deny(error);
+                }
             };
             match evaluation
                 .scope(Some(&mutated.object))
@@ -289,8 +301,12 @@ fn run_policy<'r>(
             {
                 Ok(true) => {}
                 Ok(false) => return,
-                Err(error) => return deny(error),
+                Err(error) => {
+                    outcomes.push(outcome("error"));
+                    return deny(error);
+                }
             }
+            let mut errored = false;
             if !mutated.typed {
                 // The apiserver sends its typed form already: then this changes nothing.
                 if let Ok(typed) = typed_form(&request.kind, mutated.object.clone()) {
@@ -313,11 +329,21 @@ fn run_policy<'r>(
                             changed = true;
                         }
                     }
-                    Err(error) => deny(error),
+                    Err(error) => {
+                        errored = true;
+                        deny(error);
+                    }
                 }
             }
+            outcomes.push(outcome(if errored { "error" } else { "pass" }));
         },
     );
+    decision.outcomes.append(&mut outcomes);
+    if matched {
+        decision
+            .timings
+            .push((policy.core.name.clone(), started.elapsed()));
+    }
     matched.then_some(changed)
 }
 

@@ -2,6 +2,8 @@
 //! and checked as the apiserver checks it: matchConstraints, matchConditions, variables,
 //! failurePolicy, paramKind.
 
+use std::sync::Arc;
+
 use super::resource_match::ResourceMatcher;
 use super::variables::Variables;
 use crate::expressions::Expression;
@@ -30,7 +32,7 @@ pub(super) const MAX_MATCH_CONDITIONS: usize = 64;
 
 /// What a policy and a binding have in common between the validating and mutating kinds.
 pub(super) struct PolicyCore {
-    pub(super) name: String,
+    pub(super) name: Arc<str>,
     pub(super) param_kind: Option<ParamKind>,
     pub(super) constraints: ResourceMatcher,
     pub(super) failure_policy: FailurePolicy,
@@ -178,7 +180,7 @@ impl PolicyCore {
             conditions.push((condition.name.clone(), expression));
         }
         Ok(PolicyCore {
-            name: name.to_owned(),
+            name: Arc::from(name),
             param_kind: common.param_kind.cloned(),
             constraints: ResourceMatcher::new(constraints),
             failure_policy: common.failure_policy.unwrap_or_default(),

@@ -3,6 +3,7 @@
 //! (`k8s.io/apiserver/pkg/admission/plugin/policy/validating/{validator,dispatcher}.go`).
 
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 use serde::Serialize;
 
@@ -12,7 +13,7 @@ use super::policy_core::PolicyCore;
 use crate::admission::AdmissionRequest;
 use crate::engine::audit_annotation_key;
 use crate::engine::cel_input::{CelInputCell, failure_message};
-use crate::engine::{Decision, DenialStatus, NamespaceLookup, Violation};
+use crate::engine::{Decision, DenialStatus, NamespaceLookup, PolicyOutcome, Violation};
 use crate::expressions::Expression;
 use crate::policy::admission_policy::{
     Document, FailurePolicy, ValidatingBindingSpec, ValidatingPolicySpec, ValidationAction,
@@ -237,7 +238,8 @@ pub fn validate<'r>(
         // Audit annotation values per key, for this policy, across its bindings.
         let mut annotations: BTreeMap<&str, Vec<String>> = BTreeMap::new();
         let object = request.object.as_ref();
-        policy.core.dispatch(
+        let started = Instant::now();
+        let matched = policy.core.dispatch(
             &policy.bindings,
             &set.params,
             request,
@@ -247,6 +249,7 @@ pub fn validate<'r>(
                 let evaluation = match evaluation {
                     Ok(evaluation) => evaluation,
                     Err(error) => {
+                        record_outcome(policy, binding, "error", decision);
                         if fail {
                             deny(policy, binding, error, None, decision);
                         }
@@ -255,11 +258,14 @@ pub fn validate<'r>(
                 };
                 let scope = evaluation.scope(object);
                 let mut failures = Vec::new();
+                let mut errored = false;
                 match scope.match_conditions(&policy.core.match_conditions) {
                     Ok(false) => return,
                     Ok(true) => {
                         for (index, validation) in policy.validations.iter().enumerate() {
-                            match validation.expression.evaluate_bool(&scope.activation) {
+                            let result = validation.expression.evaluate_bool(&scope.activation);
+                            errored |= result.is_err();
+                            match result {
                                 Ok(true) => {}
                                 Ok(false) => failures.push(Failure {
                                     message: failure_message(
@@ -280,13 +286,25 @@ pub fn validate<'r>(
                             }
                         }
                     }
-                    Err(error) if fail => failures.push(Failure {
-                        message: error,
-                        reason: None,
-                        index: 0,
-                    }),
-                    Err(_) => {}
+                    Err(error) => {
+                        errored = true;
+                        if fail {
+                            failures.push(Failure {
+                                message: error,
+                                reason: None,
+                                index: 0,
+                            });
+                        }
+                    }
                 }
+                let result = if errored {
+                    "error"
+                } else if failures.is_empty() {
+                    "pass"
+                } else {
+                    "fail"
+                };
+                record_outcome(policy, binding, result, decision);
                 for failure in failures {
                     route(policy, binding, failure, decision);
                 }
@@ -318,12 +336,35 @@ pub fn validate<'r>(
                 }
             },
         );
+        if matched {
+            decision
+                .timings
+                .push((policy.core.name.clone(), started.elapsed()));
+        }
         for (key, values) in annotations {
             decision.audit_annotations.insert(
                 audit_annotation_key(&format!("{name}/{key}")),
                 values.join(", "),
             );
         }
+    }
+}
+
+/// Counts one evaluation of `binding` under each of its actions.
+fn record_outcome(
+    policy: &ValidatingPolicy,
+    binding: &Binding,
+    result: &'static str,
+    decision: &mut Decision,
+) {
+    for action in &binding.actions {
+        decision.outcomes.push(PolicyOutcome {
+            kind: "ValidatingAdmissionPolicy",
+            policy: policy.core.name.clone(),
+            binding: Some(binding.core.name.clone()),
+            action: action.as_str(),
+            result,
+        });
     }
 }
 
@@ -341,8 +382,8 @@ fn deny(
     let name = &policy.core.name;
     let binding = &binding.core.name;
     decision.violations.push(Violation {
-        policy: name.clone(),
-        rule: binding.clone(),
+        policy: name.to_string(),
+        rule: binding.to_string(),
         path: String::new(),
         message: format!(
             "ValidatingAdmissionPolicy '{name}' with binding '{binding}' denied request: {message}"
