@@ -274,9 +274,10 @@ fn validation_actions_warn_audit_deny() {
              'labels-warn': failed expression: object.metadata.name.size() <= 10",
         ]
     );
+    // As Go's encoding/json writes it for the apiserver: `<` is `\u003c`.
     assert_eq!(
         decision.audit_annotations["validation.policy.admission.k8s.io.validation_failure"],
-        r#"[{"message":"pods need a team label","policy":"labels.example.com","binding":"labels-warn","expressionIndex":0,"validationActions":["Warn","Audit"]},{"message":"failed expression: object.metadata.name.size() <= 10","policy":"labels.example.com","binding":"labels-warn","expressionIndex":1,"validationActions":["Warn","Audit"]}]"#
+        r#"[{"message":"pods need a team label","policy":"labels.example.com","binding":"labels-warn","expressionIndex":0,"validationActions":["Warn","Audit"]},{"message":"failed expression: object.metadata.name.size() \u003c= 10","policy":"labels.example.com","binding":"labels-warn","expressionIndex":1,"validationActions":["Warn","Audit"]}]"#
     );
     let decision = validate(&engine, &pod("prod"));
     assert_eq!(

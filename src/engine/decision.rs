@@ -39,8 +39,9 @@ impl fmt::Display for Violation {
     }
 }
 
-/// The outcome of evaluating one request: data, not an error.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+/// The outcome of evaluating one request: data, not an error. Two decisions are equal when
+/// they decide alike: the per-policy outcomes and timings (telemetry) are not compared.
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Decision {
     /// Violations of rules that deny; the request is allowed when there are none.
     pub violations: Vec<Violation>,
@@ -63,6 +64,17 @@ pub struct Decision {
     /// How long each policy that matched took.
     #[serde(skip)]
     pub timings: Vec<(Arc<str>, Duration)>,
+}
+
+impl PartialEq for Decision {
+    fn eq(&self, other: &Self) -> bool {
+        self.violations == other.violations
+            && self.warnings == other.warnings
+            && self.audit_annotations == other.audit_annotations
+            && self.patch == other.patch
+            && self.patched_object == other.patched_object
+            && self.denial_status == other.denial_status
+    }
 }
 
 /// One policy evaluation's result under one action: what

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cel::common::types::{CelMap, CelMapKey, CelNull};
+use cel::common::types::{CelMap, CelNull};
 use cel::common::value::{CowVal, Val};
 use cel::context::VariableResolver;
 use cel::{ExecutionError, Value};
@@ -348,22 +348,10 @@ impl VariableResolver for ActivationResolver<'_, '_> {
                 {
                     return None;
                 }
-                let mut map = std::collections::HashMap::new();
-                for lazy in activation.visible_variables() {
-                    match activation.variable(&lazy.name)? {
-                        Ok(val) => {
-                            map.insert(CelMapKey::from(lazy.name.clone()), val.clone_as_boxed());
-                        }
-                        Err(error) => {
-                            activation.record(&error);
-                            activation
-                                .fail_bare_variables
-                                .store(false, Ordering::Relaxed);
-                            return None;
-                        }
-                    }
-                }
-                Some(CowVal::owned(CelMap::from(map)))
+                Some(CowVal::owned(LazyVariables {
+                    activation,
+                    visible: activation.visible_variables(),
+                }))
             }
             "authorizer" => Some(match &activation.authorizer {
                 Some(val) => CowVal::Borrowed(&**val),
@@ -375,5 +363,94 @@ impl VariableResolver for ActivationResolver<'_, '_> {
                 .find(|(n, _)| n == variable)
                 .map(|(_, binding)| CowVal::Borrowed(binding.get())),
         }
+    }
+}
+
+/// `variables` as a whole, as `has(variables.x)` reads it: looking a name up evaluates that
+/// variable only (the apiserver's lazy map does the same), so `has()` is true for a variable
+/// that evaluates, an error for one that fails, false for an unknown name; other variables,
+/// failing or not, are not evaluated.
+struct LazyVariables<'x, 'a> {
+    activation: &'x Activation<'a>,
+    visible: &'x [LazyVariable<'a>],
+}
+
+impl std::fmt::Debug for LazyVariables<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.visible.iter().map(|v| &v.name))
+            .finish()
+    }
+}
+
+impl Val for LazyVariables<'_, '_> {
+    fn get_type(&self) -> &cel::common::types::Type {
+        <CelMap as Val>::cel_type()
+    }
+
+    fn cel_type() -> &'static cel::common::types::Type {
+        <CelMap as Val>::cel_type()
+    }
+
+    fn as_indexer<'b, 'w>(&'b self) -> Option<&'b (dyn cel::common::traits::Indexer + 'w)>
+    where
+        Self: 'w,
+    {
+        Some(self)
+    }
+
+    fn as_sizer(&self) -> Option<&dyn cel::common::traits::Sizer> {
+        Some(self)
+    }
+
+    fn clone_as_boxed<'w>(&self) -> Box<dyn Val + 'w>
+    where
+        Self: 'w,
+    {
+        Box::new(LazyVariables {
+            activation: self.activation,
+            visible: self.visible,
+        })
+    }
+}
+
+impl cel::common::traits::Sizer for LazyVariables<'_, '_> {
+    fn size(&self) -> cel::common::types::CelInt {
+        cel::common::types::CelInt::from(self.visible.len() as i64)
+    }
+}
+
+impl cel::common::traits::Indexer for LazyVariables<'_, '_> {
+    fn get<'b, 'w>(&'b self, idx: &dyn Val) -> Result<CowVal<'b, 'w>, ExecutionError>
+    where
+        Self: 'w,
+    {
+        let name =
+            match <cel::common::types::CelString as cel::common::value::FromVal>::from_val(idx) {
+                Some(name) => name.inner().to_owned(),
+                None => return Err(ExecutionError::NoSuchKey(Arc::new(String::new()))),
+            };
+        if !self.visible.iter().any(|v| v.name == name) {
+            return Err(ExecutionError::NoSuchKey(Arc::new(name)));
+        }
+        match self.activation.variable(&name) {
+            Some(Ok(val)) => Ok(CowVal::Owned(val.clone_as_boxed())),
+            Some(Err(CelEvalError::Cancelled(message))) => Err(ExecutionError::FunctionError {
+                function: "budget".into(),
+                message,
+            }),
+            Some(Err(error)) => Err(ExecutionError::FunctionError {
+                function: "variables".into(),
+                message: error.to_string(),
+            }),
+            None => Err(ExecutionError::NoSuchKey(Arc::new(name))),
+        }
+    }
+
+    fn steal<'w>(self: Box<Self>, idx: &dyn Val) -> Result<Box<dyn Val + 'w>, ExecutionError>
+    where
+        Self: 'w,
+    {
+        self.get(idx).map(CowVal::into_owned)
     }
 }
