@@ -13,7 +13,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::control_plane::{ControlPlane, PORTCULLIS, Portcullis, e2e_bin, eventually, stderr};
+use common::control_plane::{
+    ControlPlane, PORTCULLIS, Portcullis, comparable, e2e_bin, eventually, stderr,
+};
 use common::fixture;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
@@ -804,25 +806,7 @@ fn mutating_admission_policy_agrees_with_the_apiserver() {
     let Some(bin) = e2e_bin() else { return };
     let cluster = ControlPlane::start(&bin);
     cluster.kubectl_ok(&["create", "namespace", "map"]);
-    let dry_run = |deployment: &serde_json::Value| -> Result<serde_json::Value, String> {
-        let output = cluster.kubectl_stdin(
-            &[
-                "create",
-                "-n",
-                "map",
-                "--dry-run=server",
-                "-o",
-                "json",
-                "-f",
-                "-",
-            ],
-            &serde_json::to_string(deployment).unwrap(),
-        );
-        if !output.status.success() {
-            return Err(stderr(&output));
-        }
-        serde_json::from_slice(&output.stdout).map_err(|e| e.to_string())
-    };
+    let dry_run = |deployment: &serde_json::Value| cluster.dry_run_json("map", deployment);
     let deployments = generated_deployments(24);
     let defaulted: Vec<serde_json::Value> = deployments
         .iter()
@@ -843,21 +827,6 @@ fn mutating_admission_policy_agrees_with_the_apiserver() {
 
     let results = check_admitted(&policy, &defaulted);
 
-    // What differs between two creates of the same object, whoever mutates it.
-    let comparable = |mut object: serde_json::Value| {
-        let metadata = object["metadata"].as_object_mut().unwrap();
-        for field in [
-            "uid",
-            "creationTimestamp",
-            "managedFields",
-            "resourceVersion",
-            "generation",
-        ] {
-            metadata.remove(field);
-        }
-        object.as_object_mut().unwrap().remove("status");
-        object
-    };
     let (mut capped, mut limited) = (0, 0);
     for ((deployment, before), result) in deployments.iter().zip(&defaulted).zip(&results) {
         let from_apiserver = comparable(dry_run(deployment).unwrap());
@@ -987,25 +956,7 @@ fn typed_objects_between_mutations_agree_with_the_apiserver() {
     )
     .map(|document| serde::Deserialize::deserialize(document).unwrap())
     .collect();
-    let dry_run = |object: &serde_json::Value| -> Result<serde_json::Value, String> {
-        let output = cluster.kubectl_stdin(
-            &[
-                "create",
-                "-n",
-                "typed",
-                "--dry-run=server",
-                "-o",
-                "json",
-                "-f",
-                "-",
-            ],
-            &serde_json::to_string(object).unwrap(),
-        );
-        if !output.status.success() {
-            return Err(stderr(&output));
-        }
-        serde_json::from_slice(&output.stdout).map_err(|e| e.to_string())
-    };
+    let dry_run = |object: &serde_json::Value| cluster.dry_run_json("typed", object);
     eventually(
         "the policies to be active in the apiserver",
         Duration::from_secs(60),

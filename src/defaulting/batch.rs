@@ -4,18 +4,12 @@ use serde_json::{Value, json};
 
 use super::fields::{
     Object, child, child_or_empty, default_pointer_number, default_text, default_value, is_empty,
-    is_unset, items,
+    is_unset, items, template_labels,
 };
 use super::pod;
 
 pub(super) fn job(object: &mut Object) {
-    let template_labels = object
-        .get("spec")
-        .and_then(|spec| spec.get("template"))
-        .and_then(|template| template.get("metadata"))
-        .and_then(|metadata| metadata.get("labels"))
-        .filter(|labels| labels.is_object())
-        .cloned();
+    let template_labels = template_labels(object);
     let Some(spec) = child_or_empty(object, "spec") else {
         return;
     };

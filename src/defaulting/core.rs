@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::fields::{
     Object, child, child_or_empty, default_pointer_number, default_text, default_value, is_empty,
-    items, text,
+    items, template_labels, text,
 };
 use super::pod;
 use super::quantity::resource_list;
@@ -21,13 +21,7 @@ pub(super) fn pod_template(object: &mut Object) {
 }
 
 pub(super) fn replication_controller(object: &mut Object) {
-    let template_labels = object
-        .get("spec")
-        .and_then(|spec| spec.get("template"))
-        .and_then(|template| template.get("metadata"))
-        .and_then(|metadata| metadata.get("labels"))
-        .filter(|labels| labels.is_object())
-        .cloned();
+    let template_labels = template_labels(object);
     if let Some(labels) = template_labels {
         if let Some(spec) = child(object, "spec")
             && is_empty(spec, "selector")

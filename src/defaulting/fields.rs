@@ -87,3 +87,15 @@ pub(super) fn default_number(map: &mut Object, key: &str, value: i64) {
 pub(super) fn default_pointer_number(map: &mut Object, key: &str, value: i64) {
     default_value(map, key, || Value::from(value));
 }
+
+/// The labels of the object's `spec.template`, when they are a mapping: what a Job or a
+/// ReplicationController copies to its own labels (and selector) when it has none.
+pub(super) fn template_labels(object: &Object) -> Option<Value> {
+    object
+        .get("spec")
+        .and_then(|spec| spec.get("template"))
+        .and_then(|template| template.get("metadata"))
+        .and_then(|metadata| metadata.get("labels"))
+        .filter(|labels| labels.is_object())
+        .cloned()
+}

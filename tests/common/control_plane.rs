@@ -243,3 +243,51 @@ pub fn eventually(what: &str, timeout: Duration, mut attempt: impl FnMut() -> Re
 pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
+
+/// The object without what differs between two creates of it, whoever mutates it: the
+/// server-set metadata and the status.
+pub fn comparable(mut object: serde_json::Value) -> serde_json::Value {
+    if let Some(metadata) = object["metadata"].as_object_mut() {
+        for field in [
+            "uid",
+            "creationTimestamp",
+            "managedFields",
+            "resourceVersion",
+            "generation",
+        ] {
+            metadata.remove(field);
+        }
+    }
+    if let Some(object) = object.as_object_mut() {
+        object.remove("status");
+    }
+    object
+}
+
+impl ControlPlane {
+    /// `kubectl create -n NAMESPACE --dry-run=server -o json` of `object`: the object as the
+    /// apiserver would store it, or kubectl's error output.
+    pub fn dry_run_json(
+        &self,
+        namespace: &str,
+        object: &serde_json::Value,
+    ) -> Result<serde_json::Value, String> {
+        let output = self.kubectl_stdin(
+            &[
+                "create",
+                "-n",
+                namespace,
+                "--dry-run=server",
+                "-o",
+                "json",
+                "-f",
+                "-",
+            ],
+            &serde_json::to_string(object).unwrap(),
+        );
+        if !output.status.success() {
+            return Err(stderr(&output));
+        }
+        serde_json::from_slice(&output.stdout).map_err(|e| e.to_string())
+    }
+}

@@ -96,24 +96,7 @@ pub fn portcullis_answer(result: &Value, input: &Value, mutating: bool) -> Answe
     }
 }
 
-/// The object without what differs between two creates of it, whoever mutates it.
-pub fn comparable(mut object: Value) -> Value {
-    if let Some(metadata) = object["metadata"].as_object_mut() {
-        for field in [
-            "uid",
-            "creationTimestamp",
-            "managedFields",
-            "resourceVersion",
-            "generation",
-        ] {
-            metadata.remove(field);
-        }
-    }
-    if let Some(object) = object.as_object_mut() {
-        object.remove("status");
-    }
-    object
-}
+pub use crate::common::control_plane::comparable;
 
 /// One disagreement on one object.
 #[derive(Debug, Clone, serde::Serialize)]
