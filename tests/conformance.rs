@@ -502,7 +502,7 @@ fn run_round(harness: &Harness<'_>, rng: &mut Rng, kind: Kind, round: u64, total
             }
         }
         for divergence in divergences.iter_mut().filter(|d| d.class == NEW) {
-            divergence.class = explain(work, &policies, input, result, &from_apiserver, divergence);
+            divergence.class = explain(work, &policies, input, result, divergence);
         }
         let count: usize = policies_for(&policies, input)
             .iter()
@@ -537,7 +537,6 @@ fn explain(
     policies: &[Value],
     input: &Value,
     result: &Value,
-    apiserver: &Answer,
     divergence: &Divergence,
 ) -> &'static str {
     let with_params = |mut documents: Vec<Value>| {
@@ -557,32 +556,6 @@ fn explain(
             .iter()
             .position(|d| d["metadata"]["name"] == name && d["kind"] == "ValidatingAdmissionPolicy")
     };
-    let portcullis_policy = divergence.portcullis.as_deref().and_then(named);
-    if matches!(divergence.what, "audit" | "decision")
-        && let Some(i) = portcullis_policy
-        && let Some(conditions) = policies[i]["spec"]["matchConditions"].as_array()
-    {
-        // The policy's matchConditions as Warn validations: does one fail to evaluate?
-        let mut probe = policies[i].clone();
-        probe["spec"]["validations"] = conditions
-            .iter()
-            .map(|c| json!({"expression": c["expression"]}))
-            .collect();
-        probe["spec"]["failurePolicy"] = json!("Fail");
-        for field in ["matchConditions", "auditAnnotations"] {
-            probe["spec"].as_object_mut().unwrap().remove(field);
-        }
-        let mut binding = policies[i + 1].clone();
-        binding["spec"]["validationActions"] = json!(["Warn"]);
-        let result = check_one(work, &with_params(vec![probe, binding]), input);
-        let failed = result["warnings"].as_array().is_some_and(|w| {
-            w.iter()
-                .any(|w| w.as_str().unwrap_or("").contains("resulted in error"))
-        });
-        if failed {
-            return compare::AUDIT_AFTER_MATCH_CONDITION_ERROR;
-        }
-    }
     if divergence.what == "warning"
         && divergence.portcullis.is_none()
         && let Some(text) = &divergence.apiserver
@@ -605,17 +578,6 @@ fn explain(
             .find(|class| *class != NEW);
         if let Some(class) = revealed {
             return class;
-        }
-    }
-    if divergence.what == "object"
-        && let Some(patched) = result["patchedObject"].as_object()
-    {
-        // Once more on Portcullis's own result: is that the apiserver's object?
-        let patched = Value::Object(patched.clone());
-        let again = check_one(work, &with_params(policies.to_vec()), &patched);
-        let again = compare::portcullis_answer(&again, &patched, true);
-        if again.object.is_some() && again.object == apiserver.object {
-            return compare::MAP_REINVOKED;
         }
     }
     NEW

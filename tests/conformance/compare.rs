@@ -276,11 +276,6 @@ pub struct KnownCause {
     pub matches: fn(&str, &str) -> bool,
 }
 
-/// Audit annotations Portcullis writes for a policy whose matchCondition failed to evaluate.
-pub const AUDIT_AFTER_MATCH_CONDITION_ERROR: &str = "audit-after-match-condition-error";
-/// A MutatingAdmissionPolicy the apiserver ran once more after its own change.
-pub const MAP_REINVOKED: &str = "map-reinvoked-after-own-change";
-
 /// Divergences that vanish when Portcullis is given the policies in reverse order.
 pub const POLICY_ORDER: &str = "policy-order";
 
@@ -367,25 +362,6 @@ pub const KNOWN: &[KnownCause] = &[
         matches: |apiserver, portcullis| {
             apiserver.chars().count() == 256 && portcullis.starts_with(apiserver)
         },
-    },
-    KnownCause {
-        class: AUDIT_AFTER_MATCH_CONDITION_ERROR,
-        issue: "#13",
-        reason: "when a matchCondition fails to evaluate, the apiserver neither validates nor \
-                 writes the policy's auditAnnotations (failurePolicy Fail denies, Ignore skips \
-                 the policy); Portcullis still evaluates and writes the auditAnnotations \
-                 (src/engine/admission_policy/validating.rs). Confirmed per instance by \
-                 evaluating the policy's matchConditions with check",
-        matches: |_, _| false,
-    },
-    KnownCause {
-        class: MAP_REINVOKED,
-        issue: "#13",
-        reason: "a MutatingAdmissionPolicy with reinvocationPolicy IfNeeded that changed the \
-                 object is run once more by the apiserver even when no other policy changed it \
-                 afterwards; Portcullis reinvokes only after another policy's change. Confirmed \
-                 per instance by running check again on Portcullis's result",
-        matches: |_, _| false,
     },
 ];
 

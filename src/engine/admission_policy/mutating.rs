@@ -347,8 +347,8 @@ fn run_policy<'r>(
     matched.then_some(changed)
 }
 
-/// Runs every bound MutatingAdmissionPolicy, in document order, on `object`. A policy with
-/// `reinvocationPolicy: IfNeeded` runs once more when a policy after it changed the object.
+/// Runs every bound MutatingAdmissionPolicy, in document order, on `object`. When any of them
+/// changed the object, each policy with `reinvocationPolicy: IfNeeded` that ran runs once more.
 pub fn mutate<'r>(
     set: &AdmissionPolicies,
     request: &'r AdmissionRequest,
@@ -361,25 +361,26 @@ pub fn mutate<'r>(
         object,
         typed: false,
     };
+    // As the apiserver: once any policy changed the object, every `IfNeeded` policy that ran
+    // (one that changed the object itself included) runs once more, in order.
     let mut ran_if_needed: Vec<usize> = Vec::new();
-    let mut reinvoke: Vec<usize> = Vec::new();
+    let mut changed_any = false;
     for (index, policy) in set.mutating.iter().enumerate() {
         let Some(changed) =
             run_policy(policy, set, request, namespaces, cel, &mut object, decision)
         else {
             continue;
         };
-        if changed {
-            for earlier in ran_if_needed.drain(..) {
-                if !reinvoke.contains(&earlier) {
-                    reinvoke.push(earlier);
-                }
-            }
-        }
+        changed_any |= changed;
         if policy.reinvocation == ReinvocationPolicy::IfNeeded {
             ran_if_needed.push(index);
         }
     }
+    let mut reinvoke = if changed_any {
+        ran_if_needed
+    } else {
+        Vec::new()
+    };
     reinvoke.sort_unstable();
     for index in reinvoke {
         run_policy(

@@ -259,6 +259,7 @@ pub fn validate<'r>(
                 let scope = evaluation.scope(object);
                 let mut failures = Vec::new();
                 let mut errored = false;
+                let mut conditions_failed = false;
                 match scope.match_conditions(&policy.core.match_conditions) {
                     Ok(false) => return,
                     Ok(true) => {
@@ -288,6 +289,7 @@ pub fn validate<'r>(
                     }
                     Err(error) => {
                         errored = true;
+                        conditions_failed = true;
                         if fail {
                             failures.push(Failure {
                                 message: error,
@@ -307,6 +309,11 @@ pub fn validate<'r>(
                 record_outcome(policy, binding, result, decision);
                 for failure in failures {
                     route(policy, binding, failure, decision);
+                }
+                // As the apiserver: a policy whose matchConditions could not be evaluated is
+                // neither validated nor annotated.
+                if conditions_failed {
+                    return;
                 }
                 for (key, expression) in &policy.audit_annotations {
                     let error = match scope.evaluate(expression) {
