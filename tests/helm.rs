@@ -812,6 +812,13 @@ fn chart_against_the_apiserver() {
         "crd/issuers.cert-manager.io",
         "crd/servicemonitors.monitoring.coreos.com",
     ]);
+    // The apiserver does not resolve a pod template's priorityClassName: check it exists.
+    let defaults = render_variant(&helm, "defaults");
+    let class = find(&defaults, "Deployment")["spec"]["template"]["spec"]["priorityClassName"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    cluster.kubectl_ok(&["get", "priorityclass", &class]);
     for (name, args) in variants() {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let rendered = template_text(&helm, "portcullis", "portcullis", &args);
