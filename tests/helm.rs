@@ -932,3 +932,64 @@ fn chart_against_the_apiserver() {
     let left = cluster.kubectl_ok(&["get", "clusterroles", "-o", "name"]);
     assert!(!left.contains("portcullis"), "{left}");
 }
+
+/// `serve` flags from values, the Namespace watch turned off, and client certificates.
+#[test]
+fn serve_values_become_flags() {
+    let Some(helm) = helm() else { return };
+    let objects = template(
+        &helm,
+        "portcullis",
+        "portcullis",
+        &[
+            "--set",
+            "serve.maxConnections=100,serve.celTimeout=50ms,serve.onError=allow,serve.logLevel=debug",
+            "--set",
+            "serve.clientCASecret=apiserver-client-ca,namespaceWatch=false",
+            "--set",
+            "serve.extraArgs={--max-header-bytes=32768}",
+        ],
+    );
+    let args = args(&objects);
+    for expected in [
+        "--max-connections=100",
+        "--cel-timeout=50ms",
+        "--on-error=allow",
+        "--log-level=debug",
+        "--client-ca-file=/etc/portcullis/client-ca/ca.crt",
+        "--no-cluster",
+        "--max-header-bytes=32768",
+    ] {
+        assert!(
+            args.contains(&expected.to_owned()),
+            "{expected} not in {args:?}"
+        );
+    }
+    // `serve` parses exactly this command line: it stops at the missing certificate, not a flag.
+    let loopback: Vec<String> = args
+        .iter()
+        .map(|a| {
+            a.replace("=0.0.0.0:8443", "=127.0.0.1:0")
+                .replace("=0.0.0.0:8080", "=127.0.0.1:0")
+        })
+        .collect();
+    let output = run(Command::new(PORTCULLIS).args(&loopback));
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("TLS: cannot read /etc/portcullis/tls/tls.crt"),
+        "serve refused the chart's flags: {}",
+        stderr(&output)
+    );
+    // Without the Namespace watch: no RBAC, no token.
+    let kinds = kinds(&objects);
+    assert!(!kinds.contains("ClusterRole") && !kinds.contains("ClusterRoleBinding"));
+    let pod = &find(&objects, "Deployment")["spec"]["template"]["spec"];
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    assert!(
+        pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["secret"]["secretName"] == "apiserver-client-ca")
+    );
+}
