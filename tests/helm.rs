@@ -681,6 +681,30 @@ fn policies_without_their_webhook_config_are_refused() {
         "{}",
         stderr(&output)
     );
+    for (bad, message) in [
+        (
+            "webhooks.generated=not a configuration",
+            "not `portcullis webhook-config` output",
+        ),
+        (
+            "tls.mode=existing-secret",
+            "is required with tls.mode=existing-secret",
+        ),
+    ] {
+        let output = run(helm_command(&helm, home.path()).args([
+            "template",
+            "portcullis",
+            &chart(),
+            "--set",
+            bad,
+        ]));
+        assert!(!output.status.success(), "{bad} was accepted");
+        assert!(
+            stderr(&output).contains(message),
+            "{bad}: {}",
+            stderr(&output)
+        );
+    }
     for bad in [
         "webhooks.validate.failurePolicy=Sometimes",
         "webhooks.mutate.timeoutSeconds=31",
@@ -991,5 +1015,38 @@ fn serve_values_become_flags() {
             .unwrap()
             .iter()
             .any(|v| v["secret"]["secretName"] == "apiserver-client-ca")
+    );
+}
+
+/// `tls.mode=existing-secret`: your Secret is mounted and your CA is the caBundle.
+#[test]
+fn existing_secret_is_mounted_with_its_ca_as_bundle() {
+    let Some(helm) = helm() else { return };
+    // Any PEM: the chart only carries it.
+    let ca_file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        ca_file.path(),
+        "-----BEGIN CERTIFICATE-----\nMIIBcA==\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let ca = ca_file.path().display().to_string();
+    let objects = template(
+        &helm,
+        "portcullis",
+        "portcullis",
+        &[
+            "--set",
+            "tls.mode=existing-secret,tls.existingSecret.name=my-tls",
+            "--set-file",
+            &format!("tls.existingSecret.caBundle={ca}"),
+        ],
+    );
+    assert!(!kinds(&objects).contains("Secret"));
+    let pod = &find(&objects, "Deployment")["spec"]["template"]["spec"];
+    assert_eq!(pod["volumes"][0]["secret"]["secretName"], "my-tls");
+    let bundle = &find(&objects, "ValidatingWebhookConfiguration")["webhooks"][0]["clientConfig"]["caBundle"];
+    assert_eq!(
+        BASE64.decode(bundle.as_str().unwrap()).unwrap(),
+        std::fs::read(&ca).unwrap()
     );
 }
