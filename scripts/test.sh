@@ -2,19 +2,21 @@
 # The README's test command (`make test`): every test, end-to-end included.
 #
 # The end-to-end test needs kube-apiserver, kubectl and etcd built from Go modules
-# (e2e/build-controlplane.sh, cached in ~/.cache/portcullis-e2e). Without Go it is skipped with a
-# message, except under CI=true, where a missing toolchain is an error.
+# (e2e/build-controlplane.sh, cached in ~/.cache/portcullis-e2e), and the chart tests
+# (tests/helm.rs) need Helm, built the same way (e2e/build-helm.sh). Without Go they are skipped
+# with a message, except under CI=true, where a missing toolchain is an error.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if command -v go >/dev/null 2>&1 || [[ -x /usr/local/go/bin/go ]]; then
   PORTCULLIS_E2E_BIN="$(e2e/build-controlplane.sh | tail -n 1)"
-  export PORTCULLIS_E2E_BIN
+  PORTCULLIS_HELM="$(e2e/build-helm.sh | tail -n 1)"
+  export PORTCULLIS_E2E_BIN PORTCULLIS_HELM
 elif [[ -n "${CI:-}" ]]; then
   echo "test.sh: Go is required under CI (end-to-end and conformance tests build from Go modules)" >&2
   exit 1
 else
-  echo "test.sh: Go not found: the end-to-end test will be skipped" >&2
+  echo "test.sh: Go not found: the end-to-end and chart tests will be skipped" >&2
 fi
 
 cargo test --locked --all-targets
