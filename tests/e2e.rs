@@ -943,6 +943,28 @@ fn mutating_admission_policy_through_portcullis_on_the_older_apiserver_agrees_wi
                 .is_none(),
         );
     }
+    // Stored, not only answered to a dry run: the Deployment read back carries the same.
+    let created = older.kubectl_stdin(
+        &["create", "-n", "map", "-f", "-"],
+        &serde_json::to_string(&deployments[0]).unwrap(),
+    );
+    assert!(created.status.success(), "{}", stderr(&created));
+    let name = deployments[0]["metadata"]["name"].as_str().unwrap();
+    let stored: serde_json::Value = serde_json::from_str(&older.kubectl_ok(&[
+        "get",
+        "deployment",
+        "-n",
+        "map",
+        name,
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(
+        without_null_creation_timestamps(comparable(stored)),
+        expected[0],
+        "stored by kube-apiserver {version}"
+    );
     eprintln!(
         "e2e: kube-apiserver {version} through Portcullis mutates {} Deployments as v1.37's \
          in-tree MutatingAdmissionPolicy does ({capped} with replicas capped, {limited} given a \
