@@ -18,13 +18,20 @@ build:
 test:
 	./scripts/test.sh
 
-## controlplane: build kube-apiserver, kubectl and etcd into ~/.cache/portcullis-e2e
+# The older kube-apiserver the end-to-end suite also runs against (e2e/README.md).
+E2E_OLD_VERSION ?= v1.30.14
+
+## controlplane: build kube-apiserver, kubectl and etcd (v1.37.2 and the older v1.30.14) into
+## ~/.cache/portcullis-e2e
 controlplane:
 	e2e/build-controlplane.sh
+	e2e/build-controlplane.sh $(E2E_OLD_VERSION)
 
-## e2e: only the end-to-end test
+## e2e: only the end-to-end tests, against kube-apiserver v1.37.2 and v1.30.14
 e2e:
-	PORTCULLIS_E2E_BIN="$$(e2e/build-controlplane.sh | tail -n 1)" $(CARGO) test --locked --test e2e -- --nocapture
+	PORTCULLIS_E2E_BIN="$$(e2e/build-controlplane.sh | tail -n 1)" \
+	PORTCULLIS_E2E_BIN_OLD="$$(e2e/build-controlplane.sh $(E2E_OLD_VERSION) | tail -n 1)" \
+		$(CARGO) test --locked --test e2e -- --nocapture
 
 ## conformance: the generated differential test against the e2e apiserver: SEED (comma-separated
 ## seeds) and CASES (total cases) choose the run; without them, the CI seed set `make test` runs.

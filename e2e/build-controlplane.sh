@@ -5,7 +5,13 @@
 # A binary is rebuilt only when its stamp (version, go.sum hash, Go version,
 # build flags) differs from what this script would build now.
 #
+# Usage: build-controlplane.sh [KUBE_VERSION]
+#   KUBE_VERSION  v1.37.2 (the default: controlplane/apiserver) or v1.30.14 (the
+#                 older apiserver: controlplane/apiserver-v1.30); also taken from
+#                 PORTCULLIS_E2E_KUBE_VERSION. etcd is the same for both.
+#
 # Env:
+#   PORTCULLIS_E2E_KUBE_VERSION  as the argument
 #   PORTCULLIS_E2E_CACHE  cache root (default: $HOME/.cache/portcullis-e2e)
 #   GO                    go binary (default: `go` on PATH, else /usr/local/go/bin/go)
 #   GOSUMDB, GOTOOLCHAIN, GOPROXY  passed through to go unchanged
@@ -13,10 +19,15 @@
 # Progress goes to stderr; the last line on stdout is the bin dir.
 set -euo pipefail
 
-K8S_VERSION=v1.37.2
 ETCD_VERSION=v3.6.16
+K8S_VERSION="${1:-${PORTCULLIS_E2E_KUBE_VERSION:-v1.37.2}}"
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+case "${K8S_VERSION}" in
+  v1.37.2) apiserver_module="${here}/controlplane/apiserver" ;;
+  v1.30.14) apiserver_module="${here}/controlplane/apiserver-v1.30" ;;
+  *) printf 'build-controlplane: error: unknown Kubernetes version %s (v1.37.2 or v1.30.14)\n' "${K8S_VERSION}" >&2; exit 2 ;;
+esac
 cache_root="${PORTCULLIS_E2E_CACHE:-${HOME}/.cache/portcullis-e2e}"
 bin_dir="${cache_root}/${K8S_VERSION}"
 
@@ -38,8 +49,8 @@ command -v sha256sum >/dev/null 2>&1 || die "sha256sum not found (coreutils)"
 
 # The pins live in the go.mod files; refuse to build if they drift from the
 # versions this script names (the stamp and the -X flags use them).
-grep -q "k8s.io/kubernetes ${K8S_VERSION}\$" "${here}/controlplane/apiserver/go.mod" \
-  || die "controlplane/apiserver/go.mod does not require k8s.io/kubernetes ${K8S_VERSION}"
+grep -q "k8s.io/kubernetes ${K8S_VERSION}\$" "${apiserver_module}/go.mod" \
+  || die "${apiserver_module}/go.mod does not require k8s.io/kubernetes ${K8S_VERSION}"
 grep -q "go.etcd.io/etcd/server/v3 ${ETCD_VERSION}\$" "${here}/controlplane/etcd/go.mod" \
   || die "controlplane/etcd/go.mod does not require go.etcd.io/etcd/server/v3 ${ETCD_VERSION}"
 
@@ -47,7 +58,7 @@ mkdir -p "${bin_dir}"
 
 # One build at a time per cache folder.
 if command -v flock >/dev/null 2>&1; then
-  exec 9>"${cache_root}/.build.lock"
+  exec 9>"${cache_root}/.build.lock"  # shared by all versions: they share the Go build cache
   flock 9
 fi
 
@@ -90,8 +101,8 @@ build() {
 }
 
 build etcd "${here}/controlplane/etcd" go.etcd.io/etcd/server/v3 "${ETCD_VERSION}" "${etcd_ldflags}"
-build kube-apiserver "${here}/controlplane/apiserver" k8s.io/kubernetes/cmd/kube-apiserver "${K8S_VERSION}" "${k8s_ldflags}"
-build kubectl "${here}/controlplane/apiserver" k8s.io/kubernetes/cmd/kubectl "${K8S_VERSION}" "${k8s_ldflags}"
+build kube-apiserver "${apiserver_module}" k8s.io/kubernetes/cmd/kube-apiserver "${K8S_VERSION}" "${k8s_ldflags}"
+build kubectl "${apiserver_module}" k8s.io/kubernetes/cmd/kubectl "${K8S_VERSION}" "${k8s_ldflags}"
 
 elapsed=$((SECONDS - start_all))
 if ((${#built[@]} == 0)); then

@@ -17,6 +17,8 @@
 #   PORTCULLIS_E2E_BIN            folder with etcd, kube-apiserver, kubectl
 #                                 (default: run build-controlplane.sh, which is a
 #                                 no-op when the cache is up to date)
+#   PORTCULLIS_E2E_KUBE_VERSION   without PORTCULLIS_E2E_BIN: the version the
+#                                 build script builds (v1.37.2, or v1.30.14)
 #   PORTCULLIS_E2E_START_TIMEOUT  seconds to wait for readiness (default 120)
 #   PORTCULLIS_E2E_APISERVER_ARGS extra kube-apiserver flags (word-split)
 #   PORTCULLIS_E2E_KEEP_ON_FAILURE=1  keep E2E_DIR (logs) when start fails
@@ -218,7 +220,9 @@ while :; do
   # Flags as envtest uses them: no controller-manager, no kubelet.
   # ValidatingAdmissionPolicy and MutatingAdmissionPolicy are GA in 1.37
   # (admissionregistration.k8s.io/v1, served and admitted by default), so no
-  # --runtime-config or --feature-gates is needed.
+  # --runtime-config or --feature-gates is needed. The same flags serve v1.30.14
+  # unchanged: ValidatingAdmissionPolicy is GA there, MutatingAdmissionPolicy
+  # does not exist (it is what Portcullis brings to such a cluster).
   # shellcheck disable=SC2086
   "${bin_dir}/kube-apiserver" \
     --etcd-servers="${etcd_url}" \

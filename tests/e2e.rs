@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::control_plane::{
-    ControlPlane, PORTCULLIS, Portcullis, comparable, e2e_bin, eventually, stderr,
+    ControlPlane, PORTCULLIS, Portcullis, comparable, e2e_bin, e2e_bin_old, eventually, stderr,
 };
 use common::fixture;
 use k8s_openapi::api::core::v1::Pod;
@@ -59,7 +59,14 @@ fn generate_certs(dir: &Path) {
     assert!(status.success());
 }
 
-fn webhook_config(webhook: SocketAddr, ca_bundle: &Path, failure_policy: &str) -> String {
+/// `portcullis webhook-config` for Portcullis at `webhook`, its rules drawn from `policies`
+/// (files or folders; none: the built-in set).
+fn webhook_config(
+    webhook: SocketAddr,
+    ca_bundle: &Path,
+    failure_policy: &str,
+    policies: &[&str],
+) -> String {
     let output = Command::new(PORTCULLIS)
         .args([
             "webhook-config",
@@ -72,6 +79,7 @@ fn webhook_config(webhook: SocketAddr, ca_bundle: &Path, failure_policy: &str) -
         .arg("--ca-bundle")
         .arg(ca_bundle)
         .args(["--failure-policy", failure_policy, "--timeout-seconds", "5"])
+        .args(policies.iter().flat_map(|policy| ["--policies", policy]))
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
@@ -81,8 +89,24 @@ fn webhook_config(webhook: SocketAddr, ca_bundle: &Path, failure_policy: &str) -
 #[test]
 fn end_to_end() {
     let Some(bin) = e2e_bin() else { return };
+    end_to_end_on(&bin);
+}
+
+/// The same run on the older apiserver (`PORTCULLIS_E2E_BIN_OLD`, v1.30): a privileged Pod
+/// refused, warnings in kubectl's stderr, the patch's defaults stored, certificate and policy
+/// reloads without a failed admission, the manifests and webhook configurations accepted, and
+/// no lockout with Portcullis stopped.
+#[test]
+fn end_to_end_on_the_older_apiserver() {
+    let Some(bin) = e2e_bin_old() else { return };
+    end_to_end_on(&bin);
+}
+
+fn end_to_end_on(bin: &Path) {
     let started = Instant::now();
-    let cluster = ControlPlane::start(&bin);
+    let cluster = ControlPlane::start(bin);
+    let version = cluster.server_version();
+    eprintln!("e2e: kube-apiserver {version}");
     let work = tempfile::tempdir().unwrap();
     let (first, second) = (work.path().join("first"), work.path().join("second"));
     generate_certs(&first);
@@ -106,7 +130,7 @@ fn end_to_end() {
         "--kubeconfig",
         cluster.kubeconfig(),
     ]);
-    cluster.apply(&webhook_config(portcullis.webhook, &bundle, "Fail"));
+    cluster.apply(&webhook_config(portcullis.webhook, &bundle, "Fail", &[]));
     for namespace in ["e2e", "portcullis"] {
         cluster.kubectl_ok(&["create", "namespace", namespace]);
     }
@@ -120,7 +144,7 @@ fn end_to_end() {
             .ok_or(message)
     });
     eprintln!(
-        "e2e: control plane and webhook ready after {:?}",
+        "e2e ({version}): control plane and webhook ready after {:?}",
         started.elapsed()
     );
 
@@ -283,7 +307,7 @@ fn end_to_end() {
         "--policies",
         policies.to_str().unwrap(),
     ]);
-    cluster.apply(&webhook_config(portcullis.webhook, &bundle, "Fail"));
+    cluster.apply(&webhook_config(portcullis.webhook, &bundle, "Fail", &[]));
     let hostport = fixture_path("deployment-hostport.yaml");
     eventually(
         "the policy webhook to be active",
@@ -368,6 +392,7 @@ fn end_to_end() {
         portcullis_gone_address(),
         &bundle,
         "Ignore",
+        &[],
     ));
     eventually(
         "failurePolicy Ignore to apply",
@@ -381,7 +406,7 @@ fn end_to_end() {
                 .ok_or_else(|| stderr(&output))
         },
     );
-    eprintln!("e2e: passed in {:?}", started.elapsed());
+    eprintln!("e2e ({version}): passed in {:?}", started.elapsed());
 }
 
 fn compliant_path() -> String {
@@ -588,7 +613,7 @@ fn admission_latency_through_the_apiserver() {
 
     // The built-in set: validating and mutating webhooks.
     let builtin = serve(None);
-    cluster.apply(&webhook_config(builtin.webhook, &ca, "Fail"));
+    cluster.apply(&webhook_config(builtin.webhook, &ca, "Fail", &[]));
     refuses_privileged(
         "the built-in webhooks to be active",
         r#"PodSecurity "baseline:latest""#,
@@ -733,7 +758,20 @@ fn ms(duration: Duration) -> f64 {
 #[test]
 fn validating_admission_policy_agrees_with_the_apiserver() {
     let Some(bin) = e2e_bin() else { return };
-    let cluster = ControlPlane::start(&bin);
+    validating_admission_policy_agrees_on(&bin);
+}
+
+/// The same comparison with the older apiserver's in-tree ValidatingAdmissionPolicy (GA since
+/// v1.30).
+#[test]
+fn validating_admission_policy_agrees_with_the_older_apiserver() {
+    let Some(bin) = e2e_bin_old() else { return };
+    validating_admission_policy_agrees_on(&bin);
+}
+
+fn validating_admission_policy_agrees_on(bin: &Path) {
+    let cluster = ControlPlane::start(bin);
+    let version = cluster.server_version();
     let policy = fixture_path("vap/policy.yaml");
     cluster.kubectl_ok(&["apply", "-f", &policy]);
     cluster.kubectl_ok(&["create", "namespace", "vap"]);
@@ -787,7 +825,8 @@ fn validating_admission_policy_agrees_with_the_apiserver() {
         warned += usize::from(!from_apiserver.is_empty());
     }
     eprintln!(
-        "e2e: the apiserver and Portcullis agree on {} Deployments ({warned} with warnings)",
+        "e2e: kube-apiserver {version} and Portcullis agree on {} Deployments ({warned} with \
+         warnings)",
         deployments.len()
     );
     assert!(
@@ -815,18 +854,13 @@ fn mutating_admission_policy_agrees_with_the_apiserver() {
 
     let policy = fixture_path("map/policy.yaml");
     cluster.kubectl_ok(&["apply", "-f", &policy]);
-    eventually(
+    wait_for_map_label(
+        &cluster,
         "the policy to be active in the apiserver",
-        Duration::from_secs(60),
-        || {
-            let created = dry_run(&deployments[0])?;
-            let label = &created["metadata"]["labels"]["policy.example.com/mutated"];
-            (label == "true").then_some(()).ok_or(created.to_string())
-        },
+        &deployments[0],
     );
 
     let results = check_admitted(&policy, &defaulted);
-
     let (mut capped, mut limited) = (0, 0);
     for ((deployment, before), result) in deployments.iter().zip(&defaulted).zip(&results) {
         let from_apiserver = comparable(dry_run(deployment).unwrap());
@@ -856,6 +890,155 @@ fn mutating_admission_policy_agrees_with_the_apiserver() {
         capped > 0 && capped < deployments.len() && limited > 0 && limited < deployments.len(),
         "the generated set must mix outcomes"
     );
+}
+
+/// On the older apiserver, which has no MutatingAdmissionPolicy in-tree, the policy of
+/// `mutating_admission_policy_agrees_with_the_apiserver` served by Portcullis as a webhook must
+/// give the objects v1.37's in-tree MutatingAdmissionPolicy gives for the same Deployments: the
+/// label, the merged memory limit and the capped replicas, with every default the apiserver adds
+/// after the webhook. Both control planes run in this test, one after the other.
+#[test]
+fn mutating_admission_policy_through_portcullis_on_the_older_apiserver_agrees_with_v1_37() {
+    let Some(old_bin) = e2e_bin_old() else { return };
+    let Some(bin) = e2e_bin() else { return };
+    let policy = fixture_path("map/policy.yaml");
+    let deployments = generated_deployments(24);
+
+    let expected: Vec<serde_json::Value> = {
+        let current = ControlPlane::start(&bin);
+        current.kubectl_ok(&["create", "namespace", "map"]);
+        current.kubectl_ok(&["apply", "-f", &policy]);
+        wait_for_map_label(&current, "the in-tree policy to be active", &deployments[0]);
+        deployments
+            .iter()
+            .map(|deployment| comparable(current.dry_run_json("map", deployment).unwrap()))
+            .collect()
+    };
+
+    let older = ControlPlane::start(&old_bin);
+    let version = older.server_version();
+    assert_no_in_tree_map(&older);
+    let work = tempfile::tempdir().unwrap();
+    let _portcullis = serve_as_webhook(&older, work.path(), &policy);
+    older.kubectl_ok(&["create", "namespace", "map"]);
+    wait_for_map_label(
+        &older,
+        "the Portcullis webhook to be active",
+        &deployments[0],
+    );
+
+    let (mut capped, mut limited) = (0, 0);
+    for (deployment, expected) in deployments.iter().zip(&expected) {
+        let created = comparable(older.dry_run_json("map", deployment).unwrap());
+        let created = without_null_creation_timestamps(created);
+        assert_eq!(
+            created, *expected,
+            "kube-apiserver {version} through Portcullis vs v1.37 in-tree on {}",
+            deployment["metadata"]["name"]
+        );
+        capped += usize::from(deployment["spec"]["replicas"].as_i64() > Some(3));
+        limited += usize::from(
+            deployment["spec"]["template"]["spec"]["containers"][0]
+                .pointer("/resources/limits")
+                .is_none(),
+        );
+    }
+    // Stored, not only answered to a dry run: the Deployment read back carries the same.
+    let created = older.kubectl_stdin(
+        &["create", "-n", "map", "-f", "-"],
+        &serde_json::to_string(&deployments[0]).unwrap(),
+    );
+    assert!(created.status.success(), "{}", stderr(&created));
+    let name = deployments[0]["metadata"]["name"].as_str().unwrap();
+    let stored: serde_json::Value = serde_json::from_str(&older.kubectl_ok(&[
+        "get",
+        "deployment",
+        "-n",
+        "map",
+        name,
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(
+        without_null_creation_timestamps(comparable(stored)),
+        expected[0],
+        "stored by kube-apiserver {version}"
+    );
+    eprintln!(
+        "e2e: kube-apiserver {version} through Portcullis mutates {} Deployments as v1.37's \
+         in-tree MutatingAdmissionPolicy does ({capped} with replicas capped, {limited} given a \
+         memory limit)",
+        deployments.len()
+    );
+    assert!(
+        capped > 0 && capped < deployments.len() && limited > 0 && limited < deployments.len(),
+        "the generated set must mix outcomes"
+    );
+}
+
+/// Polls dry-run creates of `deployment` until the `map/policy.yaml` label comes back.
+fn wait_for_map_label(cluster: &ControlPlane, what: &str, deployment: &serde_json::Value) {
+    eventually(what, Duration::from_secs(60), || {
+        let created = cluster.dry_run_json("map", deployment)?;
+        let label = &created["metadata"]["labels"]["policy.example.com/mutated"];
+        (label == "true").then_some(()).ok_or(created.to_string())
+    });
+}
+
+/// `object` without the `metadata.creationTimestamp: null` of embedded objects (a Pod template's
+/// metadata): kube-apiserver v1.30 writes it for an unset timestamp, with or without a webhook,
+/// and v1.37 leaves it out; both decode to the same object.
+fn without_null_creation_timestamps(mut object: serde_json::Value) -> serde_json::Value {
+    fn strip(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Object(map) => {
+                if let Some(serde_json::Value::Object(metadata)) = map.get_mut("metadata")
+                    && metadata.get("creationTimestamp") == Some(&serde_json::Value::Null)
+                {
+                    metadata.remove("creationTimestamp");
+                }
+                map.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut object);
+    object
+}
+
+/// The older apiserver must not serve MutatingAdmissionPolicy, or the comparison would not
+/// show that Portcullis, and not the apiserver, mutated the objects.
+fn assert_no_in_tree_map(cluster: &ControlPlane) {
+    let resources = cluster.kubectl_ok(&[
+        "api-resources",
+        "--api-group=admissionregistration.k8s.io",
+        "-o",
+        "name",
+    ]);
+    assert!(
+        resources.contains("validatingadmissionpolicies")
+            && !resources.contains("mutatingadmissionpolicies"),
+        "expected an apiserver with ValidatingAdmissionPolicy and without \
+         MutatingAdmissionPolicy: {resources}"
+    );
+}
+
+/// Portcullis serving `policies` (a file or folder) with a fresh certificate, and the webhook
+/// configurations `webhook-config --policies` prints for them applied to `cluster`.
+fn serve_as_webhook(cluster: &ControlPlane, work: &Path, policies: &str) -> Portcullis {
+    let certs = work.join("certs");
+    generate_certs(&certs);
+    let portcullis =
+        Portcullis::start(&["--tls-dir", certs.to_str().unwrap(), "--policies", policies]);
+    cluster.apply(&webhook_config(
+        portcullis.webhook,
+        &certs.join("ca.crt"),
+        "Fail",
+        &[policies],
+    ));
+    portcullis
 }
 
 /// `portcullis check --output json` of `documents` under `policy`: one result per document,
@@ -941,32 +1124,14 @@ fn generated_deployments(count: usize) -> Vec<serde_json::Value> {
 fn typed_objects_between_mutations_agree_with_the_apiserver() {
     let Some(bin) = e2e_bin() else { return };
     let cluster = ControlPlane::start(&bin);
-    cluster.kubectl_ok(&["create", "namespace", "typed"]);
     let folder = fixture_path("typed-map");
-    cluster.kubectl_ok(&["apply", "-f", &format!("{folder}/policies/crd.yaml")]);
-    cluster.kubectl_ok(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/widgets.example.com",
-    ]);
+    prepare_typed(&cluster, &folder);
     cluster.kubectl_ok(&["apply", "-f", &format!("{folder}/policies/policies.yaml")]);
-    let objects: Vec<serde_json::Value> = serde_norway::Deserializer::from_str(
-        &std::fs::read_to_string(format!("{folder}/objects.yaml")).unwrap(),
-    )
-    .map(|document| serde::Deserialize::deserialize(document).unwrap())
-    .collect();
-    let dry_run = |object: &serde_json::Value| cluster.dry_run_json("typed", object);
-    eventually(
+    let objects = typed_objects(&folder);
+    wait_for_typed_policies(
+        &cluster,
         "the policies to be active in the apiserver",
-        Duration::from_secs(60),
-        || {
-            let sidecar = dry_run(&objects[1])?;
-            let widget = dry_run(&objects[2])?;
-            let ready = sidecar["spec"]["containers"].as_array().map(Vec::len) == Some(2)
-                && widget["metadata"]["labels"]["mutated"] == "true";
-            ready.then_some(()).ok_or(format!("{sidecar}\n{widget}"))
-        },
+        &objects,
     );
 
     let work = tempfile::tempdir().unwrap();
@@ -990,15 +1155,14 @@ fn typed_objects_between_mutations_agree_with_the_apiserver() {
     let results: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).unwrap();
 
     // The empty map is gone before the second mutation: both refuse, in the same words.
-    let refused = dry_run(&objects[0]).unwrap_err();
-    let missing = "add operation does not apply: doc is missing path: \"/metadata/annotations/team\": missing value";
-    assert!(refused.contains(missing), "apiserver: {refused}");
+    let refused = cluster.dry_run_json("typed", &objects[0]).unwrap_err();
+    assert!(refused.contains(TYPED_MISSING), "apiserver: {refused}");
     assert_eq!(results[0]["allowed"], false);
     let message = results[0]["violations"][0]["message"].as_str().unwrap();
-    assert!(message.contains(missing), "portcullis: {message}");
+    assert!(message.contains(TYPED_MISSING), "portcullis: {message}");
 
     // The injected container and volume carry the apiserver's defaults, field for field.
-    let created = dry_run(&objects[1]).unwrap();
+    let created = cluster.dry_run_json("typed", &objects[1]).unwrap();
     let patched = &results[1]["patchedObject"];
     for field in ["containers", "volumes"] {
         assert_eq!(
@@ -1012,11 +1176,107 @@ fn typed_objects_between_mutations_agree_with_the_apiserver() {
     );
 
     // The custom resource's lists are merged by the keys its CRD gives.
-    let created = dry_run(&objects[2]).unwrap();
+    let created = cluster.dry_run_json("typed", &objects[2]).unwrap();
     let patched = &results[2]["patchedObject"];
     assert_eq!(patched["spec"], created["spec"]);
     assert_eq!(patched["metadata"]["labels"], created["metadata"]["labels"]);
     eprintln!(
         "e2e: two-step refusal, sidecar defaults and CRD list merge agree with the apiserver"
     );
+}
+
+/// The same cases on the older apiserver, the policies served by Portcullis as a webhook,
+/// against what v1.37's in-tree MutatingAdmissionPolicy creates: the same refusal, the same
+/// injected container and volume with their defaults, the same merged custom resource.
+#[test]
+fn typed_objects_through_portcullis_on_the_older_apiserver_agree_with_v1_37() {
+    let Some(old_bin) = e2e_bin_old() else { return };
+    let Some(bin) = e2e_bin() else { return };
+    let folder = fixture_path("typed-map");
+    let objects = typed_objects(&folder);
+    let dry_run_all = |cluster: &ControlPlane| -> Vec<Result<serde_json::Value, String>> {
+        objects
+            .iter()
+            .map(|object| cluster.dry_run_json("typed", object))
+            .collect()
+    };
+
+    let expected = {
+        let current = ControlPlane::start(&bin);
+        prepare_typed(&current, &folder);
+        current.kubectl_ok(&["apply", "-f", &format!("{folder}/policies/policies.yaml")]);
+        wait_for_typed_policies(&current, "the in-tree policies to be active", &objects);
+        dry_run_all(&current)
+    };
+
+    let older = ControlPlane::start(&old_bin);
+    let version = older.server_version();
+    assert_no_in_tree_map(&older);
+    prepare_typed(&older, &folder);
+    let work = tempfile::tempdir().unwrap();
+    let _portcullis = serve_as_webhook(&older, work.path(), &format!("{folder}/policies"));
+    wait_for_typed_policies(&older, "the Portcullis webhook to be active", &objects);
+    let created = dry_run_all(&older);
+
+    let refused = created[0].as_ref().unwrap_err();
+    let expected_refusal = expected[0].as_ref().unwrap_err();
+    assert!(
+        refused.contains(TYPED_MISSING),
+        "kube-apiserver {version} through Portcullis: {refused}"
+    );
+    assert!(
+        expected_refusal.contains(TYPED_MISSING),
+        "v1.37 in-tree: {expected_refusal}"
+    );
+    let (sidecar, expected_sidecar) = (created[1].as_ref().unwrap(), expected[1].as_ref().unwrap());
+    for field in ["containers", "volumes"] {
+        assert_eq!(
+            sidecar["spec"][field], expected_sidecar["spec"][field],
+            "spec.{field}: kube-apiserver {version} through Portcullis vs v1.37 in-tree"
+        );
+    }
+    let (widget, expected_widget) = (created[2].as_ref().unwrap(), expected[2].as_ref().unwrap());
+    assert_eq!(widget["spec"], expected_widget["spec"]);
+    assert_eq!(
+        widget["metadata"]["labels"],
+        expected_widget["metadata"]["labels"]
+    );
+    eprintln!(
+        "e2e: kube-apiserver {version} through Portcullis: two-step refusal, sidecar defaults \
+         and CRD list merge as v1.37 in-tree"
+    );
+}
+
+/// The JSON Patch error both refusals of the two-step case carry.
+const TYPED_MISSING: &str = "add operation does not apply: doc is missing path: \"/metadata/annotations/team\": missing value";
+
+/// Namespace `typed` and the Widget CRD, established.
+fn prepare_typed(cluster: &ControlPlane, folder: &str) {
+    cluster.kubectl_ok(&["create", "namespace", "typed"]);
+    cluster.kubectl_ok(&["apply", "-f", &format!("{folder}/policies/crd.yaml")]);
+    cluster.kubectl_ok(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/widgets.example.com",
+    ]);
+}
+
+fn typed_objects(folder: &str) -> Vec<serde_json::Value> {
+    serde_norway::Deserializer::from_str(
+        &std::fs::read_to_string(format!("{folder}/objects.yaml")).unwrap(),
+    )
+    .map(|document| serde::Deserialize::deserialize(document).unwrap())
+    .collect()
+}
+
+/// Polls until the sidecar is injected and the Widget labelled.
+fn wait_for_typed_policies(cluster: &ControlPlane, what: &str, objects: &[serde_json::Value]) {
+    eventually(what, Duration::from_secs(60), || {
+        let sidecar = cluster.dry_run_json("typed", &objects[1])?;
+        let widget = cluster.dry_run_json("typed", &objects[2])?;
+        let ready = sidecar["spec"]["containers"].as_array().map(Vec::len) == Some(2)
+            && widget["metadata"]["labels"]["mutated"] == "true";
+        ready.then_some(()).ok_or(format!("{sidecar}\n{widget}"))
+    });
 }

@@ -501,12 +501,14 @@ fn request_classes() -> Vec<(&'static str, Vec<u8>, Vec<Answer>)> {
             vec![Review(true)],
         ),
         (
-            "a number too large for an integer (read as a float)",
+            // Pod Security reads typed fields: a Pod that does not decode into its Go type (the
+            // apiserver never sends one) is an evaluation error, refused under --on-error=deny.
+            "a number too large for the Pod's int32 priority",
             replaced(
                 "\"priority\":0",
                 "\"priority\":123456789012345678901234567890",
             ),
-            vec![Review(true)],
+            vec![Review(false)],
         ),
         (
             "unknown fields in the envelope and the request (ignored)",
@@ -632,14 +634,15 @@ fn request_classes() -> Vec<(&'static str, Vec<u8>, Vec<Answer>)> {
             field("/request/uid", json!("")),
             vec![Status(400, "request.uid must not be empty")],
         ),
-        // --- the object disagrees with request.kind: request.kind decides
+        // --- the object disagrees with request.kind: refused (the --on-error answer), as the
+        // apiserver never sends such a request (issue #12)
         (
             "kind Pod, object a ConfigMap",
             post(
                 "/validate",
                 pod_kind_configmap_object.to_string().as_bytes(),
             ),
-            vec![Review(true)],
+            vec![Review(false)],
         ),
         (
             "kind Pod, privileged Pod object saying kind ConfigMap",
@@ -652,7 +655,7 @@ fn request_classes() -> Vec<(&'static str, Vec<u8>, Vec<Answer>)> {
                 "/validate",
                 configmap_kind_privileged_pod.to_string().as_bytes(),
             ),
-            vec![Review(true)],
+            vec![Review(false)],
         ),
         // --- framing
         (
