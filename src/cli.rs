@@ -165,9 +165,9 @@ pub struct ServeArgs {
     /// `deny` refuses it with code 500, `allow` admits it with a warning.
     #[arg(long, env = "PORTCULLIS_ON_ERROR", value_enum, default_value_t = OnError::Deny)]
     pub on_error: OnError,
-    /// Evaluations that run at once, on threads apart from those that accept connections and
-    /// answer probes; a request finding every slot busy waits until its deadline, then gets
-    /// the `--on-error` answer.
+    /// Evaluations of large requests (bodies of 16 KiB and more) that run at once, on threads
+    /// apart from those that accept connections and answer probes; a request finding every
+    /// slot busy waits until its deadline, then gets the `--on-error` answer.
     #[arg(long, env = "PORTCULLIS_MAX_CONCURRENT_EVALUATIONS", default_value_t = crate::server::DEFAULT_MAX_CONCURRENT_EVALUATIONS, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_evaluations: u16,
 }

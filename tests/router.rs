@@ -377,6 +377,12 @@ async fn busy_evaluation_slots_give_the_on_error_answer_at_the_deadline() {
         },
     );
     let router = webhook_router(state.clone());
+    // A large object (over 16 KiB) is evaluated on the blocking pool, in a slot.
+    let large = |mut review: Value| {
+        review["request"]["object"]["metadata"]["annotations"] =
+            json!({"padding": "x".repeat(20 * 1024)});
+        review.to_string()
+    };
     // Every slot is taken, as by two slow evaluations.
     let held = state
         .evaluation_slots
@@ -385,7 +391,7 @@ async fn busy_evaluation_slots_give_the_on_error_answer_at_the_deadline() {
         .unwrap();
     let (status, review) = call(
         &router,
-        post_json("/validate?timeout=0s", minimal_review().to_string()),
+        post_json("/validate?timeout=0s", large(minimal_review())),
     )
     .await;
     assert_eq!(status, StatusCode::OK);
@@ -395,16 +401,14 @@ async fn busy_evaluation_slots_give_the_on_error_answer_at_the_deadline() {
         "{review}"
     );
     assert_eq!(review["response"]["status"]["code"], 500);
+    // A small object is decided at once, slots or not.
+    let compliant: Value =
+        serde_json::from_slice(&read_fixture("reviews/pod-create-compliant.json")).unwrap();
+    let (_, review) = call(&router, post_json("/validate", compliant.to_string())).await;
+    assert_eq!(review["response"]["allowed"], true, "{review}");
     // A freed slot is used again.
     drop(held);
-    let (_, review) = call(
-        &router,
-        post_json(
-            "/validate",
-            read_fixture("reviews/pod-create-compliant.json"),
-        ),
-    )
-    .await;
+    let (_, review) = call(&router, post_json("/validate", large(compliant))).await;
     assert_eq!(review["response"]["allowed"], true, "{review}");
     let metrics = state.metrics.encode();
     assert!(

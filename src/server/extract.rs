@@ -19,6 +19,8 @@ pub struct AdmissionReviewBody {
     /// When the answer is due: `--request-timeout` from arrival, or sooner when the apiserver
     /// says so with `?timeout=`.
     pub deadline: Instant,
+    /// The body's length in bytes.
+    pub size: usize,
 }
 
 fn is_json(content_type: &str) -> bool {
@@ -70,7 +72,11 @@ impl FromRequest<AppState> for AdmissionReviewBody {
             Ok(Ok(collected)) => collected.to_bytes(),
         };
         let review = parse_review(&bytes)?;
-        Ok(AdmissionReviewBody { review, deadline })
+        Ok(AdmissionReviewBody {
+            review,
+            deadline,
+            size: bytes.len(),
+        })
     }
 }
 
