@@ -104,6 +104,8 @@ pub struct Metrics {
     pub policy_evaluations: Family<PolicyLabels, Counter>,
     /// Time each policy that matched took, by policy.
     pub policy_duration: Family<PolicyNameLabels, Histogram, fn() -> Histogram>,
+    /// Type-checking warnings of each loaded ValidatingAdmissionPolicy.
+    pub type_checking_warnings: Family<PolicyNameLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -132,6 +134,13 @@ impl Metrics {
             Family::<PolicyNameLabels, Histogram, fn() -> Histogram>::new_with_constructor(
                 policy_histogram,
             );
+        let type_checking_warnings = Family::<PolicyNameLabels, Gauge>::default();
+        registry.register(
+            "portcullis_policy_type_checking_warnings",
+            "Expressions of each loaded ValidatingAdmissionPolicy that do not type-check against \
+             the schemas of the kinds it matches (the apiserver's status.typeChecking)",
+            type_checking_warnings.clone(),
+        );
         registry.register(
             "portcullis_admission_requests",
             "Admission requests answered, by endpoint, decision and code",
@@ -190,6 +199,7 @@ impl Metrics {
         );
         Metrics {
             registry,
+            type_checking_warnings,
             policy_evaluations,
             policy_duration,
             connections_rejected,
@@ -223,6 +233,21 @@ impl Metrics {
                     policy: policy.clone(),
                 })
                 .observe(took.as_secs_f64());
+        }
+    }
+
+    /// Replaces the type-checking warning counts with those of the policy set now loaded.
+    pub fn record_type_checking(
+        &self,
+        warnings: &std::collections::BTreeMap<String, Vec<crate::engine::ExpressionWarning>>,
+    ) {
+        self.type_checking_warnings.clear();
+        for (policy, list) in warnings {
+            self.type_checking_warnings
+                .get_or_create(&PolicyNameLabels {
+                    policy: policy.as_str().into(),
+                })
+                .set(i64::try_from(list.len()).unwrap_or(i64::MAX));
         }
     }
 

@@ -179,6 +179,39 @@ pub fn label_value_errors(value: &str) -> Vec<String> {
     errors
 }
 
+/// The resource a kind is served as when nothing says otherwise: the lower-case kind in the plural by
+/// English rules, as kubebuilder names CRD plurals: `s`, `x`, `z`, `ch`, `sh` → `+es`;
+/// consonant + `y` → `ies`; otherwise `+s` (`Gateway` → `gateways`, `Policy` → `policies`).
+/// A CRD with an irregular plural needs an AdmissionReview to be checked exactly.
+pub fn plural_resource(kind: &str) -> String {
+    let lower = kind.to_ascii_lowercase();
+    let consonant_y = lower.len() >= 2
+        && lower.ends_with('y')
+        && !matches!(
+            lower.as_bytes()[lower.len() - 2],
+            b'a' | b'e' | b'i' | b'o' | b'u'
+        );
+    if consonant_y {
+        format!("{}ies", &lower[..lower.len() - 1])
+    } else if ["s", "x", "z", "ch", "sh"]
+        .iter()
+        .any(|end| lower.ends_with(end))
+    {
+        format!("{lower}es")
+    } else {
+        format!("{lower}s")
+    }
+}
+
+/// The resource a built-in kind is served as: [`plural_resource`], but for the one irregular
+/// built-in plural (`Endpoints` → `endpoints`).
+pub fn resource_for_kind(kind: &str) -> String {
+    match kind {
+        "Endpoints" => "endpoints".to_owned(),
+        _ => plural_resource(kind),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

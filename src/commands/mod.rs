@@ -94,9 +94,33 @@ fn error_text(error: &anyhow::Error) -> String {
 }
 
 /// The engine for a list of policy paths: the built-in policy set when the list is empty.
+/// Type-checking warnings of the policies go to standard error, as the apiserver would put
+/// them in each policy's `status.typeChecking`.
 pub fn load_engine(policies: &[std::path::PathBuf]) -> anyhow::Result<crate::engine::Engine> {
     if policies.is_empty() {
         return Ok(crate::engine::Engine::builtin());
     }
-    Ok(crate::engine::Engine::load(policies)?)
+    let engine = crate::engine::Engine::load(policies)?;
+    eprint!("{}", type_checking_report(&engine.type_checking()));
+    Ok(engine)
+}
+
+/// The type-checking warnings as `check` and `test` print them: per expression, the policy
+/// and field, then the apiserver's warning text.
+pub fn type_checking_report(
+    warnings: &std::collections::BTreeMap<String, Vec<crate::engine::ExpressionWarning>>,
+) -> String {
+    let mut text = String::new();
+    for (policy, list) in warnings {
+        for warning in list {
+            text.push_str(&format!(
+                "warning: ValidatingAdmissionPolicy {policy:?}: {} does not type-check:\n{}",
+                warning.field_ref, warning.warning
+            ));
+            if !warning.warning.ends_with('\n') {
+                text.push('\n');
+            }
+        }
+    }
+    text
 }

@@ -53,7 +53,11 @@ impl Engine {
                 PolicyDocument::CustomResourceDefinition(crd) => {
                     let schemas = crate::schema::crd::schemas_from_crd(crd)
                         .map_err(|e| PolicyError::at(&document.source, e.path, e.message))?;
-                    custom_schemas.extend(schemas);
+                    let plural = crd
+                        .pointer("/spec/names/plural")
+                        .and_then(|p| p.as_str())
+                        .unwrap_or_default();
+                    custom_schemas.extend(schemas.into_iter().map(|s| (plural.to_owned(), s)));
                 }
                 PolicyDocument::Parameter(object) => {
                     params.push((&document.source, object.as_ref()));

@@ -16,6 +16,7 @@ mod pod_specs;
 mod resource_rules;
 pub mod rules;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
@@ -24,6 +25,7 @@ use crate::patch::ObjectEditor;
 use cel_input::CelInputCell;
 
 pub use crate::vocabulary::Action;
+pub use admission_policy::ExpressionWarning;
 pub use decision::{Decision, DenialStatus, PolicyOutcome, Violation, audit_annotation_key};
 pub use namespaces::{Labels, NamespaceLookup, NoNamespaces, StaticNamespaces};
 pub use native::CompiledPolicy;
@@ -216,6 +218,13 @@ impl Engine {
         }
         rules.extend(self.admission_policies.webhook_rules(endpoint));
         merge_rules(rules)
+    }
+
+    /// The type-checking warnings of every ValidatingAdmissionPolicy, by policy name, as the
+    /// apiserver reports them in `status.typeChecking` (an empty list where everything
+    /// type-checks). Warnings never stop a policy from loading.
+    pub fn type_checking(&self) -> BTreeMap<String, Vec<ExpressionWarning>> {
+        self.admission_policies.type_checking().clone()
     }
 
     /// How many rules the engine holds.

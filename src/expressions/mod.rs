@@ -25,6 +25,7 @@ mod expression;
 pub mod library;
 mod macros;
 mod nesting;
+mod types;
 
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
@@ -37,6 +38,7 @@ use cel::{Context, Env, ExecutionError};
 pub use activation::{Activation, AuthorizationCheck, AuthorizationDecision, Authorizer};
 pub use convert::{cel_to_json, json_to_cel, json_to_val};
 pub use expression::{Expression, type_name};
+pub use types::{CelType, DeclaredObject, ObjectFields};
 
 /// The top-level variables of the admission environment (VAP; MAP adds none).
 pub const ADMISSION_VARIABLES: &[&str] = &[
@@ -270,6 +272,52 @@ impl CelEnvironment {
             limits: self.limits,
             source: source.into(),
         })
+    }
+}
+
+impl CelEnvironment {
+    /// Type-checks `source` with `declared` variables typed, as the apiserver's type checker
+    /// does for `status.typeChecking`: the output type, or every issue found, each as cel-go
+    /// prints it (`ERROR: <input>:1:12: undefined field 'x'` with the line and a caret), in
+    /// source order, joined by newlines. An expression that does not parse has no type
+    /// issues (`dyn`): compiling it reports the error.
+    pub fn type_check(
+        &self,
+        source: &str,
+        declared: &[(&str, CelType)],
+    ) -> Result<CelType, String> {
+        let Ok((expression, info)) = self
+            .env
+            .parser()
+            .enable_optional_syntax(true)
+            .max_recursion_depth(self.limits.max_nesting)
+            .parse_with_source_info(source)
+        else {
+            return Ok(CelType::Dyn);
+        };
+        let (output, issues) = types::infer(&expression, declared);
+        if issues.is_empty() {
+            return Ok(output);
+        }
+        let mut located: Vec<(usize, String)> = issues
+            .iter()
+            .map(|issue| {
+                let offset = info
+                    .offset_for(issue.id)
+                    .map_or(0, |(start, _)| start as usize);
+                (
+                    offset,
+                    position_message(source, &info, issue.id, &issue.message),
+                )
+            })
+            .collect();
+        located.sort_by_key(|(offset, _)| *offset);
+        located.dedup_by(|a, b| a.1 == b.1);
+        Err(located
+            .into_iter()
+            .map(|(_, message)| message)
+            .collect::<Vec<_>>()
+            .join("\n"))
     }
 }
 

@@ -227,29 +227,7 @@ const KNOWN_KINDS: &[KnownKind] = &[
     ),
 ];
 
-/// The resource for a kind that is not in the table: the lower-case kind in the plural by
-/// English rules, as kubebuilder names CRD plurals: `s`, `x`, `z`, `ch`, `sh` → `+es`;
-/// consonant + `y` → `ies`; otherwise `+s` (`Gateway` → `gateways`, `Policy` → `policies`).
-/// A CRD with an irregular plural needs an AdmissionReview to be checked exactly.
-pub fn guess_resource(kind: &str) -> String {
-    let lower = kind.to_ascii_lowercase();
-    let consonant_y = lower.len() >= 2
-        && lower.ends_with('y')
-        && !matches!(
-            lower.as_bytes()[lower.len() - 2],
-            b'a' | b'e' | b'i' | b'o' | b'u'
-        );
-    if consonant_y {
-        format!("{}ies", &lower[..lower.len() - 1])
-    } else if ["s", "x", "z", "ch", "sh"]
-        .iter()
-        .any(|end| lower.ends_with(end))
-    {
-        format!("{lower}es")
-    } else {
-        format!("{lower}s")
-    }
-}
+pub use crate::names::plural_resource as guess_resource;
 
 /// An object to be admitted, normalised as the apiserver would see it.
 #[derive(Debug, Clone)]

@@ -91,6 +91,18 @@ impl PolicyReloader {
         match loaded {
             Ok(engine) => {
                 let rules = engine.rule_count();
+                let type_checking = engine.type_checking();
+                self.metrics.record_type_checking(&type_checking);
+                for (policy, warnings) in &type_checking {
+                    for warning in warnings {
+                        tracing::warn!(
+                            policy = %policy,
+                            field = %warning.field_ref,
+                            warning = %warning.warning,
+                            "ValidatingAdmissionPolicy expression does not type-check"
+                        );
+                    }
+                }
                 self.engine.store(Some(Arc::new(engine)));
                 self.last_failure = None;
                 self.readiness.set_policies_loaded();

@@ -14,6 +14,7 @@ mod params;
 mod policy_core;
 mod resource_match;
 mod scope;
+mod type_checking;
 mod validating;
 mod variables;
 
@@ -30,6 +31,7 @@ use crate::schema::Schema;
 pub use crate::policy::AdmissionPolicyDocument;
 pub use mutating::{MutatedObject, typed_form};
 pub use params::ParamStore;
+pub use type_checking::ExpressionWarning;
 
 // ---------------------------------------------------------------------------------------------
 // The compiled set.
@@ -41,8 +43,11 @@ pub struct AdmissionPolicies {
     validating: Vec<validating::ValidatingPolicy>,
     mutating: Vec<mutating::MutatingPolicy>,
     params: ParamStore,
-    /// Schemas of custom resources, from the CustomResourceDefinitions among the policies.
-    custom_schemas: Vec<Schema>,
+    /// Schemas of custom resources, with their plurals, from the CustomResourceDefinitions
+    /// among the policies.
+    custom_schemas: Vec<(String, Schema)>,
+    /// Type-checking warnings of each ValidatingAdmissionPolicy, by name.
+    type_checking: BTreeMap<String, Vec<ExpressionWarning>>,
 }
 
 impl std::fmt::Debug for AdmissionPolicies {
@@ -59,16 +64,24 @@ impl AdmissionPolicies {
     pub fn compile(
         documents: &[(&DocumentSource, &AdmissionPolicyDocument)],
         params: &[(&DocumentSource, &Json)],
-        custom_schemas: Vec<Schema>,
+        custom_schemas: Vec<(String, Schema)>,
     ) -> Result<Self, PolicyError> {
         let mut validating: Vec<validating::ValidatingPolicy> = Vec::new();
         let mut mutating: Vec<mutating::MutatingPolicy> = Vec::new();
         let mut seen: BTreeMap<(&str, &str), &DocumentSource> = BTreeMap::new();
         let mut bindings = Vec::new();
+        let mut type_checking = BTreeMap::new();
+        let index = type_checking::SchemaIndex {
+            custom: &custom_schemas,
+        };
         for (source, document) in documents {
             let (kind, name) = match document {
                 AdmissionPolicyDocument::ValidatingPolicy(d) => {
                     validating.push(validating::ValidatingPolicy::compile(source, d)?);
+                    type_checking.insert(
+                        d.metadata.name.clone(),
+                        type_checking::check_policy(d, &index),
+                    );
                     ("ValidatingAdmissionPolicy", d.metadata.name.as_str())
                 }
                 AdmissionPolicyDocument::MutatingPolicy(d) => {
@@ -128,6 +141,7 @@ impl AdmissionPolicies {
             mutating,
             params: ParamStore::new(params),
             custom_schemas,
+            type_checking,
         })
     }
 
@@ -137,9 +151,15 @@ impl AdmissionPolicies {
         crate::schema::builtin(kind).or_else(|| {
             self.custom_schemas
                 .iter()
-                .find(|s| s.gvk() == kind)
-                .cloned()
+                .find(|(_, s)| s.gvk() == kind)
+                .map(|(_, s)| s.clone())
         })
+    }
+
+    /// The type-checking warnings of every ValidatingAdmissionPolicy, by policy name (an empty
+    /// list where everything type-checks).
+    pub fn type_checking(&self) -> &BTreeMap<String, Vec<ExpressionWarning>> {
+        &self.type_checking
     }
 
     /// Whether there is nothing to evaluate.
