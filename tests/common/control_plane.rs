@@ -201,6 +201,71 @@ impl Drop for ControlPlane {
     }
 }
 
+/// A `kube-controller-manager` running only some controllers against a [`ControlPlane`]
+/// (which starts none: envtest's flag set). Killed on drop; its log stays in the control
+/// plane's folder (`controller-manager.log`) until that is removed.
+pub struct ControllerManager {
+    child: Child,
+    log: PathBuf,
+}
+
+impl ControlPlane {
+    /// Starts `kube-controller-manager` from the control plane's bin folder with only
+    /// `controllers` (names as `--controllers` takes them, e.g.
+    /// `validatingadmissionpolicy-status-controller`), the admin kubeconfig, no leader election
+    /// and no serving (`--secure-port=0`, so no port to pick and no authn/authz delegation).
+    /// `-v=2` keeps the controllers' detail logs (the ValidatingAdmissionPolicy type checker
+    /// logs schema resolution failures at that level).
+    pub fn start_controller_manager(&self, controllers: &[&str]) -> ControllerManager {
+        let binary = Path::new(&self.env["E2E_BIN_DIR"]).join("kube-controller-manager");
+        assert!(
+            binary.is_file(),
+            "{} is missing: run e2e/build-controlplane.sh (it builds kube-controller-manager too)",
+            binary.display()
+        );
+        let log = Path::new(&self.env["E2E_DIR"]).join("controller-manager.log");
+        let file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(&binary)
+            .arg(format!("--kubeconfig={}", self.kubeconfig()))
+            .arg(format!("--controllers={}", controllers.join(",")))
+            .args(["--leader-elect=false", "--secure-port=0", "-v=2"])
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e}", binary.display()));
+        ControllerManager { child, log }
+    }
+}
+
+impl ControllerManager {
+    /// `Err` with the log's last lines when the process has exited.
+    pub fn running(&mut self) -> Result<(), String> {
+        match self.child.try_wait().unwrap() {
+            None => Ok(()),
+            Some(status) => Err(format!(
+                "kube-controller-manager exited ({status}); last lines of {}:\n{}",
+                self.log.display(),
+                self.log_tail(40)
+            )),
+        }
+    }
+
+    /// The last `lines` lines of the log, for failure messages.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+}
+
+impl Drop for ControllerManager {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// The `portcullis serve` process; killed on drop.
 pub struct Portcullis {
     pub child: Child,
