@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Build the end-to-end control plane (kube-apiserver, kubectl, etcd) from the
-# pinned Go modules under e2e/controlplane/ into a cache folder outside git.
+# Build the end-to-end control plane (kube-apiserver, kube-controller-manager,
+# kubectl, etcd) from the pinned Go modules under e2e/controlplane/ into a cache
+# folder outside git. kube-controller-manager is not started by
+# start-controlplane.sh; tests run it themselves when they need a controller
+# (the ValidatingAdmissionPolicy status controller, say).
 #
 # A binary is rebuilt only when its stamp (version, go.sum hash, Go version,
 # build flags) differs from what this script would build now.
@@ -41,7 +44,7 @@ if [[ -z "${go_bin}" ]]; then
   elif [[ -x /usr/local/go/bin/go ]]; then
     go_bin=/usr/local/go/bin/go
   else
-    die "go not found: install Go >= 1.26 (or set GO=/path/to/go); it is needed to build kube-apiserver, kubectl and etcd"
+    die "go not found: install Go >= 1.26 (or set GO=/path/to/go); it is needed to build kube-apiserver, kube-controller-manager, kubectl and etcd"
   fi
 fi
 [[ -x "${go_bin}" ]] || command -v "${go_bin}" >/dev/null 2>&1 || die "GO=${go_bin} is not executable"
@@ -102,6 +105,7 @@ build() {
 
 build etcd "${here}/controlplane/etcd" go.etcd.io/etcd/server/v3 "${ETCD_VERSION}" "${etcd_ldflags}"
 build kube-apiserver "${apiserver_module}" k8s.io/kubernetes/cmd/kube-apiserver "${K8S_VERSION}" "${k8s_ldflags}"
+build kube-controller-manager "${apiserver_module}" k8s.io/kubernetes/cmd/kube-controller-manager "${K8S_VERSION}" "${k8s_ldflags}"
 build kubectl "${apiserver_module}" k8s.io/kubernetes/cmd/kubectl "${K8S_VERSION}" "${k8s_ldflags}"
 
 elapsed=$((SECONDS - start_all))
