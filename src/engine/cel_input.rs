@@ -19,22 +19,17 @@ pub struct CelInput<'r> {
 }
 
 impl<'r> CelInput<'r> {
-    /// Builds the input of `request`. `namespaceObject` is null for cluster-scoped requests,
+    /// Builds the input of `request`. `namespaceObject` is the request's namespace from
+    /// `namespaces` ([`NamespaceLookup::namespace_object`]); null for cluster-scoped requests,
     /// and for a Namespace's own request (whose namespace is its name), as the apiserver
     /// unsets it.
     pub fn new(request: &'r AdmissionRequest, namespaces: &dyn NamespaceLookup) -> Self {
-        let is_namespace = request.kind.group.is_empty() && request.kind.kind == "Namespace";
-        let namespace = request
-            .namespace
-            .as_deref()
-            .filter(|n| !n.is_empty() && !is_namespace);
-        let namespace_object = match namespace {
-            None => Value::Null,
-            Some(name) => serde_json::json!({
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": {"name": name, "labels": namespaces.labels_or_default(name)},
-            }),
+        let kind = &request.kind;
+        let is_namespace =
+            kind.group.is_empty() && kind.version == "v1" && kind.kind == "Namespace";
+        let namespace_object = match request.namespace.as_deref() {
+            Some(name) if !name.is_empty() && !is_namespace => namespaces.namespace_object(name),
+            _ => Value::Null,
         };
         CelInput {
             request: request.attributes_json(),
@@ -100,5 +95,95 @@ pub fn failure_message(
     match computed.or(message.map(str::trim).filter(|m| !m.is_empty())) {
         Some(text) => text.to_owned(),
         None => format!("failed expression: {}", expression.source().trim()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::engine::{NoNamespaces, StaticNamespaces};
+
+    fn request(kind: &str, namespace: Option<&str>) -> AdmissionRequest {
+        serde_json::from_value(json!({
+            "uid": "u",
+            "kind": {"group": "", "version": "v1", "kind": kind},
+            "resource": {"group": "", "version": "v1", "resource": "things"},
+            "namespace": namespace,
+            "operation": "CREATE",
+            "object": {"metadata": {"name": "x"}},
+        }))
+        .unwrap()
+    }
+
+    fn evaluate(input: &CelInput<'_>, source: &str) -> Result<cel::Value, String> {
+        Expression::compile(source, false)
+            .unwrap()
+            .evaluate(&input.activation(None))
+    }
+
+    fn namespaces() -> StaticNamespaces {
+        let mut namespaces = StaticNamespaces::default();
+        namespaces.insert_object(&json!({
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "team-a", "annotations": {"x": "allow"}},
+            "status": {"phase": "Active"},
+        }));
+        namespaces
+    }
+
+    #[test]
+    fn namespace_object_is_the_requests_namespace() {
+        let namespaces = namespaces();
+        let configmap = request("ConfigMap", Some("team-a"));
+        let input = CelInput::new(&configmap, &namespaces);
+        for (source, expected) in [
+            ("namespaceObject.metadata.annotations['x']", "allow"),
+            ("namespaceObject.status.phase", "Active"),
+            (
+                "namespaceObject.metadata.labels['kubernetes.io/metadata.name']",
+                "team-a",
+            ),
+        ] {
+            assert_eq!(
+                evaluate(&input, source),
+                Ok(cel::Value::String(expected.to_owned().into())),
+                "{source}"
+            );
+        }
+        // As in the apiserver, there is no apiVersion or kind.
+        let object = input.namespace_object.as_object().unwrap();
+        assert!(!object.contains_key("kind") && !object.contains_key("apiVersion"));
+
+        // A namespace nothing is known about: its name and label, no annotations or phase.
+        let elsewhere = request("ConfigMap", Some("other"));
+        let input = CelInput::new(&elsewhere, &namespaces);
+        assert_eq!(
+            evaluate(&input, "namespaceObject.metadata.name"),
+            Ok(cel::Value::String("other".to_owned().into()))
+        );
+        let missing = evaluate(&input, "namespaceObject.status.phase").unwrap_err();
+        assert!(missing.contains("phase"), "{missing}");
+    }
+
+    #[test]
+    fn namespace_object_is_null_without_a_namespace_and_for_namespaces() {
+        let namespaces = namespaces();
+        for request in [
+            request("ClusterRole", None),
+            request("ClusterRole", Some("")),
+            request("Namespace", Some("team-a")),
+        ] {
+            let input = CelInput::new(&request, &namespaces);
+            assert!(input.namespace_object.is_null(), "{:?}", request.kind);
+        }
+        let configmap = request("ConfigMap", Some("team-a"));
+        let input = CelInput::new(&configmap, &NoNamespaces);
+        assert_eq!(
+            evaluate(&input, "namespaceObject.metadata.name"),
+            Ok(cel::Value::String("team-a".to_owned().into()))
+        );
     }
 }

@@ -27,7 +27,10 @@ use cel_input::CelInputCell;
 pub use crate::vocabulary::Action;
 pub use admission_policy::ExpressionWarning;
 pub use decision::{Decision, DenialStatus, PolicyOutcome, Violation, audit_annotation_key};
-pub use namespaces::{Labels, NamespaceLookup, NoNamespaces, StaticNamespaces};
+pub use namespaces::{
+    Labels, NamespaceLookup, NoNamespaces, StaticNamespaces, namespace_object,
+    partial_namespace_object,
+};
 pub use native::CompiledPolicy;
 pub use pod_specs::{CONTAINER_LISTS, PodSpecLocation, pod_spec, pod_spec_location};
 pub use resource_rules::{ResourceRule, merge_rules, pod_spec_resource_rules};
