@@ -120,11 +120,12 @@ pub struct ServeArgs {
     #[arg(long, env = "PORTCULLIS_POLICY_RELOAD_INTERVAL", default_value = "30s", value_parser = parse_duration)]
     pub policy_reload_interval: Duration,
     /// Kubeconfig for a read-only watch of Namespaces (their labels feed namespaceSelectors
-    /// and Pod Security namespace labels). Without it, the in-cluster service account is used
-    /// when running in a Pod, and no cluster is used otherwise.
+    /// and Pod Security namespace labels; the whole Namespace is CEL's namespaceObject).
+    /// Without it, the in-cluster service account is used when running in a Pod, and no
+    /// cluster is used otherwise.
     #[arg(long, env = "PORTCULLIS_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
-    /// Never contact a cluster, even when running in a Pod (namespace labels stay unknown).
+    /// Never contact a cluster, even when running in a Pod (namespaces stay unknown).
     #[arg(long, env = "PORTCULLIS_NO_CLUSTER", conflicts_with = "kubeconfig")]
     pub no_cluster: bool,
     /// Largest accepted request body in bytes; larger bodies get 413.

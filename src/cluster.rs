@@ -1,8 +1,9 @@
 //! The cluster connection of `serve`: a read-only watch cache of Namespaces, whose labels feed
-//! namespace selectors and Pod Security namespace labels.
+//! namespace selectors and Pod Security namespace labels, and whose objects are CEL's
+//! `namespaceObject`.
 //!
-//! A reflector lists and watches Namespaces into a [`Store`]; lookups on the request path read
-//! that store only, never the API. Watch errors are logged and retried with backoff; the store
+//! A reflector lists and watches Namespaces into a [`Store`] (without their `managedFields`,
+//! which nothing reads); lookups on the request path read that store only, never the API. Watch errors are logged and retried with backoff; the store
 //! keeps the last complete list meanwhile. RBAC: `get`, `list` and `watch` on `namespaces`.
 
 use std::path::{Path, PathBuf};
@@ -17,7 +18,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Config};
 use tokio::task::JoinHandle;
 
-use crate::engine::{Labels, NamespaceLookup};
+use crate::engine::{Labels, NamespaceLookup, namespace_object, partial_namespace_object};
 
 /// The label the apiserver sets on every namespace to its name.
 const NAME_LABEL: &str = "kubernetes.io/metadata.name";
@@ -25,7 +26,7 @@ const NAME_LABEL: &str = "kubernetes.io/metadata.name";
 /// Where the cluster connection comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClusterSource {
-    /// No cluster: namespace labels stay unknown.
+    /// No cluster: namespaces stay unknown.
     None,
     /// A kubeconfig file (its current context).
     Kubeconfig(PathBuf),
@@ -78,7 +79,8 @@ pub enum ClusterError {
     Client(#[from] kube::Error),
 }
 
-/// Namespace labels from a reflector [`Store`]. Cheap to clone; clones share the store.
+/// Namespaces (labels and `namespaceObject`) from a reflector [`Store`]. Cheap to clone;
+/// clones share the store.
 #[derive(Clone)]
 pub struct NamespaceCache {
     store: Store<Namespace>,
@@ -105,7 +107,8 @@ impl NamespaceCache {
             watcher(
                 Api::<Namespace>::all(client),
                 watcher::Config::default().any_semantic(),
-            ),
+            )
+            .modify(|namespace| namespace.metadata.managed_fields = None),
         )
         .default_backoff();
         let synced = cache.clone();
@@ -138,6 +141,19 @@ impl NamespaceLookup for NamespaceCache {
         labels.insert(NAME_LABEL.to_owned(), name.to_owned());
         Some(labels)
     }
+
+    /// The stored Namespace as the apiserver gives it to CEL, built from the shared object
+    /// (nothing else is copied); a namespace not (yet) in the store has its name and the
+    /// name label only.
+    fn namespace_object(&self, name: &str) -> serde_json::Value {
+        match self.store.get(&ObjectRef::new(name)) {
+            Some(namespace) => namespace_object(&namespace),
+            None => partial_namespace_object(
+                name,
+                Labels::from([(NAME_LABEL.to_owned(), name.to_owned())]),
+            ),
+        }
+    }
 }
 
 /// Polls the reflector stream forever, logging errors (the backoff spaces them out).
@@ -159,9 +175,11 @@ mod tests {
     use std::collections::BTreeMap;
     use std::time::Duration;
 
+    use k8s_openapi::api::core::v1::NamespaceStatus;
     use kube::api::ObjectMeta;
     use kube::runtime::reflector::store::Writer;
     use kube::runtime::watcher::Event;
+    use serde_json::json;
 
     use super::*;
 
@@ -249,6 +267,60 @@ mod tests {
         assert_eq!(cache.labels("bare"), None);
         assert!(cache.labels("new").is_some());
         assert!(cache.is_synced());
+    }
+
+    #[tokio::test]
+    async fn namespace_objects_follow_the_watch_events() {
+        let mut writer = Writer::<Namespace>::default();
+        let cache = NamespaceCache::new(writer.as_reader());
+        let mut team = namespace("team-a", &[("kubernetes.io/metadata.name", "team-a")]);
+        team.metadata.uid = Some("0b7c".into());
+        team.metadata.annotations = Some(BTreeMap::from([("owner".into(), "alice".into())]));
+        team.status = Some(NamespaceStatus {
+            phase: Some("Active".into()),
+            conditions: None,
+        });
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitApply(team.clone()));
+        writer.apply_watcher_event(&Event::InitDone);
+        tokio::time::timeout(Duration::from_secs(10), cache.wait_until_synced())
+            .await
+            .expect("synced after the first list");
+
+        assert_eq!(
+            cache.namespace_object("team-a"),
+            json!({
+                "metadata": {
+                    "name": "team-a",
+                    "uid": "0b7c",
+                    "labels": {"kubernetes.io/metadata.name": "team-a"},
+                    "annotations": {"owner": "alice"},
+                },
+                "spec": {},
+                "status": {"phase": "Active"},
+            })
+        );
+        team.metadata.annotations = None;
+        team.status = Some(NamespaceStatus {
+            phase: Some("Terminating".into()),
+            conditions: None,
+        });
+        writer.apply_watcher_event(&Event::Apply(team));
+        let object = cache.namespace_object("team-a");
+        assert_eq!(object["status"]["phase"], "Terminating");
+        assert!(object["metadata"].get("annotations").is_none(), "{object}");
+        // Unknown: the name and its label only.
+        assert_eq!(
+            cache.namespace_object("missing"),
+            json!({
+                "metadata": {
+                    "name": "missing",
+                    "labels": {"kubernetes.io/metadata.name": "missing"},
+                },
+                "spec": {},
+                "status": {},
+            })
+        );
     }
 
     #[test]
