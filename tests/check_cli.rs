@@ -462,6 +462,61 @@ fn namespace_manifests_feed_namespace_selectors() {
     assert!(results.iter().all(|r| r["allowed"] == true));
 }
 
+/// `namespaceObject` is the whole Namespace document, decoded and defaulted as the apiserver
+/// stores it (a phase of Active when it has no status), not just its name and labels.
+#[test]
+fn namespace_object_is_the_whole_namespace() {
+    let folder = "tests/fixtures/check/namespace-object";
+    let policy = format!("{folder}/policy.yaml");
+    let namespaces = format!("{folder}/namespaces.yaml");
+    let configmaps = format!("{folder}/configmaps.yaml");
+    let results = check_json(&["--policies", &policy, &namespaces, &configmaps], 1);
+    let denial = |namespace: &str| -> Vec<String> {
+        results
+            .iter()
+            .find(|r| r["kind"] == "ConfigMap" && r["namespace"] == namespace)
+            .unwrap_or_else(|| panic!("no ConfigMap in {namespace}"))["violations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                v["message"]
+                    .as_str()
+                    .unwrap()
+                    .strip_prefix(
+                        "ValidatingAdmissionPolicy 'namespace-object' with binding \
+                         'namespace-object' denied request: ",
+                    )
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    };
+    // Annotation x=allow and no status: defaulted to Active.
+    assert!(denial("allowed").is_empty());
+    assert_eq!(denial("denied"), ["namespace denied says x=deny"]);
+    // An exported object keeps its status.
+    assert_eq!(denial("leaving"), ["namespace leaving is Terminating"]);
+    // No annotations at all: a missing key, as in the apiserver (failurePolicy Fail).
+    assert_eq!(
+        denial("bare"),
+        [
+            "expression 'namespaceObject.metadata.annotations['x'] != 'deny'' resulted in error: \
+          no such key: annotations"
+        ]
+    );
+    // A namespace without a document: only its name and labels are known.
+    assert_eq!(
+        denial("elsewhere"),
+        [
+            "expression 'namespaceObject.status.phase == 'Active'' resulted in error: no such \
+             key: phase",
+            "expression 'namespaceObject.metadata.annotations['x'] != 'deny'' resulted in \
+             error: no such key: annotations"
+        ]
+    );
+}
+
 #[test]
 fn namespace_manifests_set_pod_security_levels() {
     let namespaces = "tests/fixtures/check/namespaces/pod-security-namespaces.yaml";

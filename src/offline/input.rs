@@ -296,13 +296,15 @@ fn recognise(
     Ok(())
 }
 
-/// The namespaces that the Namespace manifests among `documents` declare, with their labels,
-/// for namespace selectors and Pod Security namespace labels.
+/// The namespaces that the Namespace manifests among `documents` declare: their labels, for
+/// namespace selectors and Pod Security namespace labels, and each object decoded and
+/// defaulted as the apiserver stores it (`status.phase: Active` when unset, the
+/// `kubernetes.io/metadata.name` label), for CEL's `namespaceObject`.
 pub fn namespaces_of(documents: &[InputDocument]) -> StaticNamespaces {
     let mut namespaces = StaticNamespaces::default();
     for manifest in documents.iter().filter_map(InputDocument::manifest) {
-        if manifest.kind.group.is_empty() {
-            namespaces.insert_object(&manifest.object);
+        if manifest.kind.group.is_empty() && manifest.kind.kind == "Namespace" {
+            namespaces.insert_object(&manifest.defaulted().object);
         }
     }
     namespaces
