@@ -835,6 +835,242 @@ fn validating_admission_policy_agrees_on(bin: &Path) {
     );
 }
 
+/// Differential test for `namespaceObject`: a ValidatingAdmissionPolicy reading the whole
+/// Namespace (annotations, phase, finalizers, conditions, which fields are there) runs in-tree
+/// and in Portcullis at once (`serve` with a namespace watch on the cluster, as a webhook),
+/// under two bindings (`Warn`); every request gets both answers, told apart by binding name,
+/// and they must agree: for namespaces with and without annotations, one with
+/// `generateName`, one Terminating, one with status conditions, and after an annotation
+/// changes. `portcullis check` on the namespaces as `kubectl get` prints them must agree too.
+#[test]
+fn namespace_object_agrees_with_the_apiserver() {
+    let Some(bin) = e2e_bin() else { return };
+    namespace_object_agrees_on(&bin);
+}
+
+/// The same comparison with the older apiserver (its `namespaceObject` is built the same way).
+#[test]
+fn namespace_object_agrees_with_the_older_apiserver() {
+    let Some(bin) = e2e_bin_old() else { return };
+    namespace_object_agrees_on(&bin);
+}
+
+/// Status conditions as the namespace controller writes them; the second has no reason and
+/// no `lastTransitionTime` (encoded as `null`).
+const NAMESPACE_CONDITIONS: &str = r#"{"status": {"conditions": [
+    {"type": "NamespaceDeletionDiscoveryFailure", "status": "False",
+     "reason": "ResourcesDiscovered", "message": "All resources successfully discovered",
+     "lastTransitionTime": "2026-01-01T00:00:00Z"},
+    {"type": "NamespaceContentRemaining", "status": "False"}]}}"#;
+
+fn namespace_object_agrees_on(bin: &Path) {
+    let cluster = ControlPlane::start(bin);
+    let version = cluster.server_version();
+    let policy = fixture_path("namespace-object/policy.yaml");
+    let in_tree_binding = fixture_path("namespace-object/in-tree-binding.yaml");
+    let portcullis_binding = fixture_path("namespace-object/portcullis-binding.yaml");
+
+    // The namespaces, each with a ConfigMap, before any policy.
+    let created = cluster.kubectl_ok(&[
+        "create",
+        "-f",
+        &fixture_path("namespace-object/namespaces.yaml"),
+        "-o",
+        "name",
+    ]);
+    let namespaces: Vec<String> = created
+        .lines()
+        .map(|line| line.strip_prefix("namespace/").unwrap().to_owned())
+        .collect();
+    assert_eq!(namespaces.len(), 6, "{created}");
+    for namespace in &namespaces {
+        cluster.kubectl_ok(&["create", "configmap", "settings", "-n", namespace]);
+    }
+    // nso-held stays Terminating: its finalizer is never removed (no controllers run here).
+    cluster.kubectl_ok(&["delete", "namespace", "nso-held", "--wait=false"]);
+    cluster.kubectl_ok(&[
+        "patch",
+        "namespace",
+        "nso-owned",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        NAMESPACE_CONDITIONS,
+    ]);
+
+    // The policy in-tree, and in Portcullis with the cluster's namespaces.
+    cluster.kubectl_ok(&["apply", "-f", &policy, "-f", &in_tree_binding]);
+    let work = tempfile::tempdir().unwrap();
+    let certs = work.path().join("certs");
+    generate_certs(&certs);
+    let portcullis = Portcullis::start(&[
+        "--tls-dir",
+        certs.to_str().unwrap(),
+        "--kubeconfig",
+        cluster.kubeconfig(),
+        "--policies",
+        &policy,
+        "--policies",
+        &portcullis_binding,
+    ]);
+    cluster.apply(&webhook_config(
+        portcullis.webhook,
+        &certs.join("ca.crt"),
+        "Fail",
+        &[&policy, &portcullis_binding],
+    ));
+
+    // An UPDATE of the namespace's ConfigMap (a CREATE too where the namespace is not
+    // Terminating): the warnings of the in-tree binding and of Portcullis's, each sorted.
+    let answers = |namespace: &str| -> Vec<(Vec<String>, Vec<String>)> {
+        let mut requests = vec![cluster.kubectl(&[
+            "label",
+            "configmap",
+            "settings",
+            "-n",
+            namespace,
+            "e2e-probe=1",
+            "--dry-run=server",
+        ])];
+        if namespace != "nso-held" {
+            requests.push(cluster.kubectl(&[
+                "create",
+                "configmap",
+                "probe",
+                "-n",
+                namespace,
+                "--dry-run=server",
+            ]));
+        }
+        requests
+            .iter()
+            .map(|output| {
+                assert!(output.status.success(), "{}", stderr(output));
+                let warnings = |binding: &str| {
+                    let prefix = format!(
+                        "Warning: Validation failed for ValidatingAdmissionPolicy \
+                         'namespace-object' with binding '{binding}': "
+                    );
+                    let mut found: Vec<String> = stderr(output)
+                        .lines()
+                        .filter_map(|line| line.strip_prefix(&prefix))
+                        .map(str::to_owned)
+                        .collect();
+                    found.sort();
+                    found
+                };
+                (
+                    warnings("namespace-object-in-tree"),
+                    warnings("namespace-object-portcullis"),
+                )
+            })
+            .collect()
+    };
+    let agreeing = |namespace: &str, expect: &str| -> Result<Vec<String>, String> {
+        let mut last = Vec::new();
+        for (in_tree, from_portcullis) in answers(namespace) {
+            if in_tree != from_portcullis || !in_tree.iter().any(|w| w.contains(expect)) {
+                return Err(format!(
+                    "{namespace}: in-tree {in_tree:#?}, Portcullis {from_portcullis:#?}"
+                ));
+            }
+            last = in_tree;
+        }
+        Ok(last)
+    };
+    eventually(
+        "the in-tree policy and Portcullis to answer",
+        Duration::from_secs(60),
+        || agreeing("nso-plain", "shape of nso-plain").map(drop),
+    );
+
+    let mut in_tree_answers = std::collections::BTreeMap::new();
+    for namespace in &namespaces {
+        let answer = agreeing(namespace, "shape of")
+            .unwrap_or_else(|disagreement| panic!("disagreement on {disagreement}"));
+        eprintln!("e2e ({version}): namespaceObject of {namespace}: {answer:#?}");
+        in_tree_answers.insert(namespace.clone(), answer);
+    }
+    let held = &in_tree_answers["nso-held"];
+    assert!(
+        held.contains(&"namespace nso-held is Terminating".to_owned()),
+        "{held:#?}"
+    );
+    assert!(in_tree_answers["nso-denied"].contains(&"namespace nso-denied says x=deny".to_owned()));
+
+    // A changed annotation reaches both.
+    cluster.kubectl_ok(&[
+        "annotate",
+        "namespace",
+        "nso-plain",
+        "x=deny",
+        "owner=team-p",
+    ]);
+    eventually(
+        "the new annotation to reach both",
+        Duration::from_secs(30),
+        || {
+            let answer = agreeing("nso-plain", "namespace nso-plain says x=deny")?;
+            in_tree_answers.insert("nso-plain".to_owned(), answer);
+            Ok(())
+        },
+    );
+
+    // Offline: `check` with the namespaces as the apiserver prints them.
+    let listed = work.path().join("namespaces.json");
+    std::fs::write(
+        &listed,
+        cluster.kubectl_ok(&["get", "namespaces", "-o", "json"]),
+    )
+    .unwrap();
+    let configmaps = work.path().join("configmaps.yaml");
+    let documents: String = namespaces
+        .iter()
+        .map(|namespace| {
+            format!(
+                "---\n{}\n",
+                serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "settings", "namespace": namespace}})
+            )
+        })
+        .collect();
+    std::fs::write(&configmaps, documents).unwrap();
+    let output = Command::new(PORTCULLIS)
+        .args(["check", "--output", "json"])
+        .args(["--policies", &policy, "--policies", &portcullis_binding])
+        .arg(&listed)
+        .arg(&configmaps)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let results: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).unwrap();
+    let prefix = "Validation failed for ValidatingAdmissionPolicy 'namespace-object' with binding \
+                  'namespace-object-portcullis': ";
+    for namespace in &namespaces {
+        let result = results
+            .iter()
+            .find(|r| r["kind"] == "ConfigMap" && r["namespace"] == namespace.as_str())
+            .unwrap();
+        let mut offline: Vec<String> = result["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|w| w.as_str().unwrap().strip_prefix(prefix))
+            .map(str::to_owned)
+            .collect();
+        offline.sort();
+        assert_eq!(
+            offline, in_tree_answers[namespace],
+            "check disagrees with the apiserver on {namespace}"
+        );
+    }
+    eprintln!(
+        "e2e: kube-apiserver {version} and Portcullis (serve and check) agree on namespaceObject \
+         for {} namespaces",
+        namespaces.len()
+    );
+}
+
 /// Differential test: the same MutatingAdmissionPolicy (`tests/fixtures/e2e/map`: an
 /// ApplyConfiguration merging a label and container limits, a JSONPatch capping replicas) in
 /// the real kube-apiserver and in Portcullis must give the same object for every one of a
