@@ -316,9 +316,14 @@ fn docs_audit_annotations() {
         "Deployment spec.replicas set to 60"
     );
     // The validation (replicas > 50) fails at 3: audited with its messageExpression; the
-    // annotation's valueExpression is null and publishes nothing.
+    // `never` annotation's valueExpression is null and publishes nothing.
     let decision = validate(&engine, &deployment("default", 3));
-    assert_eq!(decision.audit_annotations.len(), 1, "{decision:?}");
+    assert_eq!(decision.audit_annotations.len(), 2, "{decision:?}");
+    assert!(
+        !decision
+            .audit_annotations
+            .contains_key("demo-policy.example.com.never")
+    );
     assert!(
         decision.audit_annotations["validation.policy.admission.k8s.io.validation_failure"]
             .contains(r#""message":"Deployment spec.replicas set to 3""#)
@@ -806,7 +811,7 @@ fn load_errors_name_file_document_and_expression() {
     let parse = load_error("errors/parse-error.yaml");
     assert!(
         parse.starts_with(&format!(
-            "{} (document 0): spec.validations[1].expression: compilation failed for expression \"object.spec.replicas <=\": ",
+            "{} (document 0): spec.validations[1].expression: Invalid value: \"object.spec.replicas <=\": compilation failed: ",
             path("errors/parse-error.yaml")
         )),
         "{parse}"
@@ -814,15 +819,15 @@ fn load_errors_name_file_document_and_expression() {
     assert_eq!(
         load_error("errors/undeclared.yaml"),
         format!(
-            "{} (document 0): spec.validations[0].expression: compilation failed for expression \
-             \"objects.spec.replicas <= 5\": ERROR: <input>:1:1: undeclared reference to \
+            "{} (document 0): spec.validations[0].expression: Invalid value: \
+             \"objects.spec.replicas <= 5\": compilation failed: ERROR: <input>:1:1: undeclared reference to \
              'objects' (in container '')\n | objects.spec.replicas <= 5\n | ^",
             path("errors/undeclared.yaml")
         )
     );
     assert!(load_error("errors/unknown-variable.yaml").contains(
-        "(document 0): spec.variables[0].expression: compilation failed for expression \
-             \"variables.second\": undefined field 'second'"
+        "(document 0): spec.variables[0].expression: Invalid value: \"variables.second\": \
+             compilation failed: ERROR: <input>:1:10: undefined field 'second'"
     ));
     assert!(load_error("errors/match-condition-name.yaml").contains(
         "spec.matchConditions[0].name: Invalid value: \"not a qualified name\": name part \
@@ -830,8 +835,8 @@ fn load_errors_name_file_document_and_expression() {
     ));
     assert!(
         load_error("errors/match-condition-variables.yaml").contains(
-            "spec.matchConditions[0].expression: compilation failed for expression \
-             \"variables.team != ''\": undeclared reference to 'variables'"
+            "spec.matchConditions[0].expression: Invalid value: \"variables.team != ''\": \
+             compilation failed: undeclared reference to 'variables'"
         )
     );
     assert!(

@@ -59,6 +59,14 @@ fn qualified(expr: &IdedExpr) -> Option<String> {
     }
 }
 
+/// The id of the identifier a qualified name starts with.
+fn root_id(expr: &IdedExpr) -> u64 {
+    match &expr.expr {
+        Expr::Select(select) => root_id(&select.operand),
+        _ => expr.id,
+    }
+}
+
 fn walk<'e>(
     expr: &'e IdedExpr,
     declared: &[String],
@@ -147,6 +155,7 @@ fn walk_call<'e>(
     let name = call.func_name.as_str();
     let operator = name.starts_with('_')
         || name.starts_with("!_")
+        || name == "-_"
         || name
             .rsplit('.')
             .next()
@@ -165,6 +174,14 @@ fn walk_call<'e>(
         )
     };
     match &call.target {
+        // The cel crate expands `math.greatest(…)`/`math.least(…)` as macros; Kubernetes
+        // has no math library.
+        _ if name.starts_with("math.") => {
+            return Err((
+                id,
+                "undeclared reference to 'math' (in container '')".to_owned(),
+            ));
+        }
         _ if operator => {}
         None => match arity_ok(GLOBAL_FUNCTIONS, name, count) {
             Some(true) => {}
@@ -185,7 +202,12 @@ fn walk_call<'e>(
                             .iter()
                             .try_for_each(|a| walk(a, declared, composition, scope)),
                         Some(false) => Err(no_overload(&global)),
-                        None => Err(undeclared(&global)),
+                        // As cel-go: no such function, so the target is read as a variable,
+                        // which is not declared.
+                        None => Err((
+                            root_id(target),
+                            format!("undeclared reference to '{root}' (in container '')"),
+                        )),
                     };
                 }
             }

@@ -12,7 +12,10 @@ use std::sync::LazyLock;
 use cel::Env;
 use cel::common::ast::{EntryExpr, Expr, IdedExpr};
 
-use super::{Activation, CelEnvironment, CelProgram};
+use super::{
+    Activation, CelEnvironment, CelProgram, CelType, DeclaredObject, admission_request_type,
+    namespace_object_type,
+};
 
 static ENVIRONMENT: LazyLock<CelEnvironment> = LazyLock::new(CelEnvironment::kubernetes);
 /// Only parses, to read references; the environment above compiles and checks.
@@ -23,6 +26,7 @@ pub struct Expression {
     program: CelProgram,
     variables_used: BTreeSet<String>,
     identifiers: BTreeSet<String>,
+    output_type: CelType,
 }
 
 impl std::fmt::Debug for Expression {
@@ -107,8 +111,31 @@ fn walk<'e>(expr: &'e IdedExpr, bound: &mut Vec<&'e str>, refs: &mut References<
 
 impl Expression {
     /// Compiles `source`; struct literals are allowed when `structs` says so (mutations).
+    /// Type errors are compile errors, as in the apiserver: `request` and `namespaceObject`
+    /// have their types, `object`, `oldObject` and `params` are `dyn`.
     pub fn compile(source: &str, structs: bool) -> Result<Self, String> {
+        Self::compile_with_variables(source, structs, None)
+    }
+
+    /// Like [`Expression::compile`], with `variables.<name>` typed (a policy's composition
+    /// variables declared so far, each with its expression's type).
+    pub fn compile_with_variables(
+        source: &str,
+        structs: bool,
+        variables: Option<&[(String, CelType)]>,
+    ) -> Result<Self, String> {
         let program = ENVIRONMENT.compile(source).map_err(|e| e.message)?;
+        let mut declared = vec![
+            ("request", admission_request_type()),
+            ("namespaceObject", namespace_object_type()),
+        ];
+        if let Some(variables) = variables {
+            declared.push((
+                "variables",
+                DeclaredObject::object_type("kubernetes.variables", variables.to_vec()),
+            ));
+        }
+        let output_type = ENVIRONMENT.type_check(source, &declared)?;
         let mut variables_used = BTreeSet::new();
         let mut identifiers = BTreeSet::new();
         // The environment parsed it already; a parse failure here (a macro only the
@@ -133,6 +160,31 @@ impl Expression {
             program,
             variables_used,
             identifiers,
+            output_type,
+        })
+    }
+
+    /// The static type of the expression's value (`dyn` where it depends on the object).
+    pub fn output_type(&self) -> &CelType {
+        &self.output_type
+    }
+
+    /// The `must evaluate to …` refusal of the apiserver when the expression's static type
+    /// is not exactly one of `expected` (`dyn` is not `bool`).
+    pub fn expect_output(&self, expected: &[CelType]) -> Result<(), String> {
+        if expected.iter().any(|t| self.output_type.is_exactly(t)) {
+            return Ok(());
+        }
+        let got = &self.output_type;
+        Err(match expected {
+            [one] => format!("must evaluate to {one} but got {got}"),
+            many => format!(
+                "must evaluate to one of [{}] but got {got}",
+                many.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
         })
     }
 

@@ -17,7 +17,6 @@ const PAIR: &str = "@it";
 
 pub(super) fn register(env: &mut Env) {
     let macros = [
-        Macro::receiver("bind", 3, bind_macro),
         Macro::receiver("all", 3, |h, t, a| two_var(h, t, a, Fold::All)),
         Macro::receiver("exists", 3, |h, t, a| two_var(h, t, a, Fold::Exists)),
         Macro::receiver("existsOne", 3, |h, t, a| two_var(h, t, a, Fold::ExistsOne)),
@@ -91,21 +90,6 @@ fn bind(h: &mut MacroExprHelper<'_>, name: &str, init: IdedExpr, body: IdedExpr)
         loop_step: step,
         result: body,
     })))
-}
-
-fn bind_macro(
-    h: &mut MacroExprHelper<'_>,
-    target: &mut Option<IdedExpr>,
-    args: &mut Vec<IdedExpr>,
-) -> Expansion {
-    if !matches!(target.as_ref().map(|t| &t.expr), Some(Expr::Ident(n)) if n == "cel") {
-        return Ok(None);
-    }
-    let name = simple_name(h, &args[0], "cel.bind() variable name")?;
-    target.take();
-    let body = args.pop().expect("three arguments");
-    let init = args.pop().expect("three arguments");
-    Ok(Some(bind(h, &name, init, body)))
 }
 
 #[derive(Clone, Copy)]

@@ -38,7 +38,9 @@ use cel::{Context, Env, ExecutionError};
 pub use activation::{Activation, AuthorizationCheck, AuthorizationDecision, Authorizer};
 pub use convert::{cel_to_json, json_to_cel, json_to_val};
 pub use expression::{Expression, type_name};
-pub use types::{CelType, DeclaredObject, ObjectFields};
+pub use types::{
+    CelType, DeclaredObject, ObjectFields, admission_request_type, namespace_object_type,
+};
 
 /// The top-level variables of the admission environment (VAP; MAP adds none).
 pub const ADMISSION_VARIABLES: &[&str] = &[
@@ -261,6 +263,16 @@ impl CelEnvironment {
             });
         }
         if let Err((id, message)) = check::check(&expression, &self.variables, composition) {
+            // A macro-expanded `math.greatest(…)` has no node for `math`: point at the name.
+            if message.starts_with("undeclared reference to 'math'") {
+                let offset = info.offset_for(id).map_or(0, |(start, _)| start as usize);
+                let before: String = source.chars().take(offset).collect();
+                if let Some(at) = before.rfind("math") {
+                    return Err(CelCompileError {
+                        message: message_at(source, at, &message),
+                    });
+                }
+            }
             return Err(CelCompileError {
                 message: position_message(source, &info, id, &message),
             });

@@ -131,12 +131,33 @@ fn static_checks_name_what_is_wrong() {
         "{}",
         error.message
     );
+    // As cel-go: no function `sets.nope`, so `sets` is read as an undeclared variable.
     let error = env.compile("sets.nope([1], [2])").unwrap_err();
-    assert!(error.message.contains("'sets.nope'"), "{}", error.message);
+    assert!(
+        error
+            .message
+            .starts_with("ERROR: <input>:1:1: undeclared reference to 'sets' (in container '')"),
+        "{}",
+        error.message
+    );
+    // Kubernetes has neither the math library nor `cel.bind`.
+    for (source, name) in [
+        ("math.greatest(1, 2) == 2", "math"),
+        ("cel.bind(x, 1, x)", "cel"),
+    ] {
+        let error = env.compile(source).unwrap_err();
+        assert!(
+            error.message.starts_with(&format!(
+                "ERROR: <input>:1:1: undeclared reference to '{name}' (in container '')"
+            )),
+            "{}",
+            error.message
+        );
+    }
     let error = env.compile("object.(").unwrap_err();
     assert!(error.message.contains("<input>:1:"), "{}", error.message);
     // comprehension variables and namespaced functions are fine
-    env.compile("[1, 2].all(x, x > 0) && sets.contains([1], [1]) && math.greatest(1, 2) == 2")
+    env.compile("[1, 2].all(x, x > 0) && sets.contains([1], [1])")
         .unwrap();
 }
 
@@ -187,28 +208,6 @@ fn budget_stops_runaway_comprehensions() {
         .unwrap();
     let error = program.evaluate(&Activation::new()).unwrap_err();
     assert!(error.to_string().contains("deadline"), "{error}");
-}
-
-#[test]
-fn budget_stops_doubling_through_bindings() {
-    // Each binding doubles the list: 1000 * 2^12 elements if nothing stopped it. (Debug builds
-    // of the parser need more than the 2 MiB test-thread stack for deep nesting.)
-    let mut source = "size(x12) > 0".to_owned();
-    for i in (1..=12).rev() {
-        source = format!("cel.bind(x{i}, x{j} + x{j}, {source})", j = i - 1);
-    }
-    let source = format!("cel.bind(x0, lists.range(1000), {source})");
-    let outcome = std::thread::Builder::new()
-        .stack_size(16 << 20)
-        .spawn(move || {
-            let env = CelEnvironment::kubernetes();
-            env.compile(&source).unwrap().evaluate(&Activation::new())
-        })
-        .unwrap()
-        .join()
-        .unwrap();
-    let error = outcome.unwrap_err();
-    assert!(matches!(error, CelEvalError::Cancelled(_)), "{error}");
 }
 
 #[test]
@@ -339,10 +338,9 @@ fn variables_are_lazy_cached_and_fail_only_when_referenced() {
 }
 
 #[test]
-fn bind_and_two_variable_comprehensions() {
+fn two_variable_comprehensions() {
     let object = json!({"m": {"a": 1, "b": 2}, "l": [10, 20]});
     let cases = [
-        ("cel.bind(x, object.l, x[0] + x[1])", json!(30)),
         ("object.l.all(i, v, v == (i + 1) * 10)", json!(true)),
         ("object.m.exists(k, v, k == 'b' && v == 2)", json!(true)),
         ("object.m.existsOne(k, v, v > 0)", json!(false)),

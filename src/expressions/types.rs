@@ -16,10 +16,12 @@ use cel::common::ast::{CallExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
 /// The static type of a CEL value.
 #[derive(Clone)]
 pub enum CelType {
-    /// Any value: never an error.
+    /// Any value (`dyn`).
     Dyn,
     /// The result of an expression that already has an error; silences further errors.
     Error,
+    /// The still-free item type of an empty list or map literal: takes any type.
+    Free,
     /// `null_type`.
     Null,
     /// `bool`.
@@ -57,17 +59,26 @@ pub trait ObjectFields: Send + Sync {
     /// The type of field `name` as CEL sees it (escaped), or `None` if the type has no such
     /// field.
     fn field(&self, name: &str) -> Option<CelType>;
+
+    /// The type's name as cel-go prints it (`kubernetes.UserInfo`, `Pod#.spec`: the apiserver
+    /// numbers schema types per run, Portcullis writes `#`), if it has one.
+    fn name(&self) -> Option<&str>;
 }
 
 /// An object type with a fixed list of fields.
 pub struct DeclaredObject {
+    name: &'static str,
     fields: Vec<(String, CelType)>,
 }
 
 impl DeclaredObject {
-    /// An object type with these fields.
-    pub fn object_type(fields: impl IntoIterator<Item = (impl Into<String>, CelType)>) -> CelType {
+    /// An object type named `name` with these fields.
+    pub fn object_type(
+        name: &'static str,
+        fields: impl IntoIterator<Item = (impl Into<String>, CelType)>,
+    ) -> CelType {
         CelType::Object(Arc::new(DeclaredObject {
+            name,
             fields: fields.into_iter().map(|(n, t)| (n.into(), t)).collect(),
         }))
     }
@@ -80,6 +91,10 @@ impl ObjectFields for DeclaredObject {
             .find(|(n, _)| n == name)
             .map(|(_, t)| t.clone())
     }
+
+    fn name(&self) -> Option<&str> {
+        Some(self.name)
+    }
 }
 
 impl fmt::Debug for CelType {
@@ -88,11 +103,28 @@ impl fmt::Debug for CelType {
     }
 }
 
-/// cel-go's `FormatCELType` spelling.
+/// cel-go's `Type.String()` spelling, as the apiserver's `must evaluate to … but got …`
+/// prints it.
 impl fmt::Display for CelType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write(f, false)
+    }
+}
+
+/// A type as cel-go's checker names it in its error messages (`null`, `timestamp`).
+struct CheckerName<'t>(&'t CelType);
+
+impl fmt::Display for CheckerName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.write(f, true)
+    }
+}
+
+impl CelType {
+    fn write(&self, f: &mut fmt::Formatter<'_>, checker: bool) -> fmt::Result {
         match self {
-            CelType::Dyn | CelType::Error => f.write_str("dyn"),
+            CelType::Dyn | CelType::Error | CelType::Free => f.write_str("dyn"),
+            CelType::Null if checker => f.write_str("null"),
             CelType::Null => f.write_str("null_type"),
             CelType::Bool => f.write_str("bool"),
             CelType::Int => f.write_str("int"),
@@ -100,24 +132,48 @@ impl fmt::Display for CelType {
             CelType::Double => f.write_str("double"),
             CelType::String => f.write_str("string"),
             CelType::Bytes => f.write_str("bytes"),
+            CelType::Duration if checker => f.write_str("duration"),
             CelType::Duration => f.write_str("google.protobuf.Duration"),
+            CelType::Timestamp if checker => f.write_str("timestamp"),
             CelType::Timestamp => f.write_str("google.protobuf.Timestamp"),
-            CelType::List(item) => write!(f, "list({item})"),
-            CelType::Map(key, value) => write!(f, "map({key}, {value})"),
-            CelType::Object(_) => f.write_str("object"),
-            CelType::Optional(inner) => write!(f, "optional_type({inner})"),
+            CelType::List(item) => {
+                f.write_str("list(")?;
+                item.write(f, checker)?;
+                f.write_str(")")
+            }
+            CelType::Map(key, value) => {
+                f.write_str("map(")?;
+                key.write(f, checker)?;
+                f.write_str(", ")?;
+                value.write(f, checker)?;
+                f.write_str(")")
+            }
+            CelType::Object(object) => f.write_str(object.name().unwrap_or("object")),
+            CelType::Optional(inner) => {
+                f.write_str("optional_type(")?;
+                inner.write(f, checker)?;
+                f.write_str(")")
+            }
             CelType::Type => f.write_str("type"),
             CelType::Opaque(name) => f.write_str(name),
         }
     }
-}
 
-impl CelType {
+    /// `dyn`, an error, or a free type: accepted wherever a type is expected.
     fn is_dyn(&self) -> bool {
-        matches!(self, CelType::Dyn | CelType::Error)
+        matches!(self, CelType::Dyn | CelType::Error | CelType::Free)
     }
 
-    /// A primitive type whose name prints the same in every run (no generated type names).
+    fn is_error(&self) -> bool {
+        match self {
+            CelType::Error => true,
+            CelType::List(item) | CelType::Optional(item) => item.is_error(),
+            CelType::Map(key, value) => key.is_error() || value.is_error(),
+            _ => false,
+        }
+    }
+
+    /// A scalar type.
     fn primitive(&self) -> bool {
         matches!(
             self,
@@ -137,17 +193,92 @@ impl CelType {
         matches!(self, CelType::Int | CelType::Uint | CelType::Double)
     }
 
-    /// Structural equality; objects are equal only to themselves.
-    fn same(&self, other: &CelType) -> bool {
-        match (self, other) {
-            (CelType::List(a), CelType::List(b)) | (CelType::Optional(a), CelType::Optional(b)) => {
-                a.same(b)
-            }
-            (CelType::Map(ka, va), CelType::Map(kb, vb)) => ka.same(kb) && va.same(vb),
-            (CelType::Object(a), CelType::Object(b)) => Arc::ptr_eq(a, b),
-            (CelType::Opaque(a), CelType::Opaque(b)) => a == b,
-            _ => std::mem::discriminant(self) == std::mem::discriminant(other),
+    /// Whether the name cel-go gives the type is known here: upstream names object types
+    /// after the time they were declared, so messages about them cannot be reproduced.
+    fn printable(&self) -> bool {
+        match self {
+            CelType::Dyn | CelType::Opaque(_) => true,
+            CelType::Object(object) => object.name().is_some(),
+            CelType::List(item) | CelType::Optional(item) => item.printable(),
+            CelType::Map(key, value) => key.printable() && value.printable(),
+            t => t.primitive(),
         }
+    }
+
+    /// cel-go's assignability between two argument types of one overload parameter: `dyn`
+    /// (and free types) on either side, `null` to nullable types, the same type structurally.
+    fn assignable(&self, other: &CelType) -> bool {
+        use CelType as T;
+        match (self, other) {
+            (a, b) if a.is_dyn() || b.is_dyn() => true,
+            (T::Null, b) | (b, T::Null) => !matches!(
+                b,
+                T::Bool
+                    | T::Int
+                    | T::Uint
+                    | T::Double
+                    | T::String
+                    | T::Bytes
+                    | T::List(_)
+                    | T::Map(..)
+            ),
+            (T::List(a), T::List(b)) | (T::Optional(a), T::Optional(b)) => a.assignable(b),
+            (T::Map(ka, va), T::Map(kb, vb)) => ka.assignable(kb) && va.assignable(vb),
+            (T::Object(a), T::Object(b)) => match (a.name(), b.name()) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            },
+            (T::Opaque(a), T::Opaque(b)) => a == b,
+            (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
+        }
+    }
+
+    /// The exact sameness the checker asks of the items of a list or map literal
+    /// (homogeneous aggregate literals): `dyn` matches only `dyn`; free types match anything.
+    fn exactly(&self, other: &CelType) -> bool {
+        use CelType as T;
+        match (self, other) {
+            (T::Free | T::Error, _) | (_, T::Free | T::Error) => true,
+            (T::List(a), T::List(b)) | (T::Optional(a), T::Optional(b)) => a.exactly(b),
+            (T::Map(ka, va), T::Map(kb, vb)) => ka.exactly(kb) && va.exactly(vb),
+            (T::Object(a), T::Object(b)) => {
+                Arc::ptr_eq(a, b) || a.name().is_some() && a.name() == b.name()
+            }
+            (T::Opaque(a), T::Opaque(b)) => a == b,
+            (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
+        }
+    }
+
+    /// The more general of two assignable types (`dyn` wins; a free type yields).
+    fn most_general(&self, other: &CelType) -> CelType {
+        use CelType as T;
+        match (self, other) {
+            (T::Dyn, _) | (_, T::Dyn) => T::Dyn,
+            (T::Error, _) | (_, T::Error) => T::Error,
+            (T::Free, t) | (t, T::Free) => t.clone(),
+            (T::Null, t) | (t, T::Null) => t.clone(),
+            (T::List(a), T::List(b)) => T::List(Box::new(a.most_general(b))),
+            (T::Optional(a), T::Optional(b)) => T::Optional(Box::new(a.most_general(b))),
+            (T::Map(ka, va), T::Map(kb, vb)) => {
+                T::Map(Box::new(ka.most_general(kb)), Box::new(va.most_general(vb)))
+            }
+            (a, _) => a.clone(),
+        }
+    }
+
+    /// Whether the type is exactly `expected` (the apiserver's `IsExactType` check of an
+    /// expression's output type).
+    pub fn is_exactly(&self, expected: &CelType) -> bool {
+        match (self, expected) {
+            (CelType::Dyn, CelType::Dyn) => true,
+            (t, _) if t.is_dyn() => false,
+            (t, expected) => t.exactly(expected),
+        }
+    }
+
+    /// Whether the type has an error inside (the checker reported it).
+    pub fn has_error(&self) -> bool {
+        self.is_error()
     }
 
     /// The type of a variable declared from this expression type, as the apiserver keeps
@@ -163,6 +294,120 @@ impl CelType {
             _ => CelType::Dyn,
         }
     }
+}
+
+// ---- The apiserver's hand-written types ----
+
+fn strings() -> CelType {
+    CelType::List(Box::new(CelType::String))
+}
+
+fn string_map(values: CelType) -> CelType {
+    CelType::Map(Box::new(CelType::String), Box::new(values))
+}
+
+/// `request`: `kubernetes.AdmissionRequest`.
+pub fn admission_request_type() -> CelType {
+    let gvk = || {
+        DeclaredObject::object_type(
+            "kubernetes.GroupVersionKind",
+            [
+                ("group", CelType::String),
+                ("version", CelType::String),
+                ("kind", CelType::String),
+            ],
+        )
+    };
+    let gvr = || {
+        DeclaredObject::object_type(
+            "kubernetes.GroupVersionResource",
+            [
+                ("group", CelType::String),
+                ("version", CelType::String),
+                ("resource", CelType::String),
+            ],
+        )
+    };
+    let user_info = DeclaredObject::object_type(
+        "kubernetes.UserInfo",
+        [
+            ("username", CelType::String),
+            ("uid", CelType::String),
+            ("groups", strings()),
+            ("extra", string_map(strings())),
+        ],
+    );
+    DeclaredObject::object_type(
+        "kubernetes.AdmissionRequest",
+        [
+            ("kind", gvk()),
+            ("resource", gvr()),
+            ("subResource", CelType::String),
+            ("requestKind", gvk()),
+            ("requestResource", gvr()),
+            ("requestSubResource", CelType::String),
+            ("name", CelType::String),
+            ("namespace", CelType::String),
+            ("operation", CelType::String),
+            ("userInfo", user_info),
+            ("dryRun", CelType::Bool),
+            ("options", CelType::Dyn),
+        ],
+    )
+}
+
+/// `namespaceObject`: `kubernetes.Namespace`, the fields upstream exposes.
+pub fn namespace_object_type() -> CelType {
+    let condition = DeclaredObject::object_type(
+        "kubernetes.NamespaceCondition",
+        [
+            ("status", CelType::String),
+            ("type", CelType::String),
+            ("lastTransitionTime", CelType::Timestamp),
+            ("message", CelType::String),
+            ("reason", CelType::String),
+        ],
+    );
+    let metadata = DeclaredObject::object_type(
+        "kubernetes.NamespaceMetadata",
+        [
+            ("name", CelType::String),
+            ("generateName", CelType::String),
+            ("namespace", CelType::String),
+            ("labels", string_map(CelType::String)),
+            ("annotations", string_map(CelType::String)),
+            ("UID", CelType::String),
+            ("creationTimestamp", CelType::Timestamp),
+            ("deletionGracePeriodSeconds", CelType::Int),
+            ("deletionTimestamp", CelType::Timestamp),
+            ("generation", CelType::Int),
+            ("resourceVersion", CelType::String),
+            ("finalizers", strings()),
+        ],
+    );
+    DeclaredObject::object_type(
+        "kubernetes.Namespace",
+        [
+            ("metadata", metadata),
+            (
+                "spec",
+                DeclaredObject::object_type(
+                    "kubernetes.NamespaceSpec",
+                    [("finalizers", strings())],
+                ),
+            ),
+            (
+                "status",
+                DeclaredObject::object_type(
+                    "kubernetes.NamespaceStatus",
+                    [
+                        ("conditions", CelType::List(Box::new(condition))),
+                        ("phase", CelType::String),
+                    ],
+                ),
+            ),
+        ],
+    )
 }
 
 /// A type error: the node it is about and cel-go's message.
@@ -206,10 +451,53 @@ const TYPE_NAMES: &[&str] = &[
     "optional_type",
 ];
 
+/// Namespaces of library functions called as `ns.fn(…)`.
+const FUNCTION_NAMESPACES: &[&str] = &[
+    "sets",
+    "strings",
+    "lists",
+    "base64",
+    "optional",
+    "math",
+    "cel",
+    "jsonpatch",
+];
+
+fn no_overload(name: &str, args: &[&CelType]) -> String {
+    let args: Vec<String> = args.iter().map(|t| CheckerName(t).to_string()).collect();
+    format!(
+        "found no matching overload for '{name}' applied to '({})'",
+        args.join(", ")
+    )
+}
+
+fn no_member_overload(name: &str, target: &CelType, args: &[CelType]) -> String {
+    let args: Vec<String> = args.iter().map(|t| CheckerName(t).to_string()).collect();
+    format!(
+        "found no matching overload for '{name}' applied to '{}.({})'",
+        CheckerName(target),
+        args.join(", ")
+    )
+}
+
 impl Checker<'_> {
     fn report(&mut self, id: u64, message: String) -> CelType {
         self.issues.push(TypeIssue { id, message });
         CelType::Error
+    }
+
+    /// Reports an overload error when every type involved can be named; an error type among
+    /// them means the cause was reported already.
+    fn overload_error(&mut self, id: u64, types: &[&CelType], message: String) -> CelType {
+        if types.iter().all(|t| t.printable() && !t.is_error()) {
+            self.report(id, message)
+        } else {
+            CelType::Error
+        }
+    }
+
+    fn in_scope(&self, name: &str) -> bool {
+        self.scope.iter().any(|(n, _)| n == name) || self.declared.iter().any(|(n, _)| *n == name)
     }
 
     fn lookup(&self, name: &str) -> CelType {
@@ -238,49 +526,56 @@ impl Checker<'_> {
             },
             Expr::Ident(name) => self.lookup(name),
             Expr::Select(select) => {
-                if qualified_library_name(expr) {
+                if self.qualified_library_name(expr) {
                     return CelType::Dyn;
                 }
                 let operand = self.expr(&select.operand);
                 let field = self.select(expr.id, operand, &select.field);
-                if select.test { CelType::Bool } else { field }
+                if select.test && !field.is_error() {
+                    CelType::Bool
+                } else {
+                    field
+                }
             }
             Expr::List(list) => {
-                let items: Vec<CelType> = list
-                    .elements
-                    .iter()
-                    .enumerate()
-                    .map(|(i, e)| {
-                        let t = self.expr(e);
-                        match (list.optional_indices.contains(&i), t) {
-                            (true, CelType::Optional(inner)) => *inner,
-                            (true, _) => CelType::Dyn,
-                            (false, t) => t,
-                        }
-                    })
-                    .collect();
-                CelType::List(Box::new(join(&items)))
+                let mut items = CelType::Free;
+                for (i, element) in list.elements.iter().enumerate() {
+                    let mut t = self.expr(element);
+                    if list.optional_indices.contains(&i) {
+                        t = match t {
+                            CelType::Optional(inner) => *inner,
+                            t if t.is_dyn() => t,
+                            _ => CelType::Dyn,
+                        };
+                    }
+                    items = self.join_literal(element.id, &items, &t);
+                }
+                CelType::List(Box::new(items))
             }
             Expr::Map(map) => {
-                let mut keys = Vec::new();
-                let mut values = Vec::new();
+                let mut keys = CelType::Free;
+                let mut values = CelType::Free;
                 for entry in &map.entries {
                     match &entry.expr {
                         EntryExpr::MapEntry(e) => {
-                            keys.push(self.expr(&e.key));
-                            let value = self.expr(&e.value);
-                            values.push(match (e.optional, value) {
-                                (true, CelType::Optional(inner)) => *inner,
-                                (true, _) => CelType::Dyn,
-                                (false, t) => t,
-                            });
+                            let key = self.expr(&e.key);
+                            keys = self.join_literal(e.key.id, &keys, &key);
+                            let mut value = self.expr(&e.value);
+                            if e.optional {
+                                value = match value {
+                                    CelType::Optional(inner) => *inner,
+                                    t if t.is_dyn() => t,
+                                    _ => CelType::Dyn,
+                                };
+                            }
+                            values = self.join_literal(e.value.id, &values, &value);
                         }
                         EntryExpr::StructField(f) => {
                             self.expr(&f.value);
                         }
                     }
                 }
-                CelType::Map(Box::new(join(&keys)), Box::new(join(&values)))
+                CelType::Map(Box::new(keys), Box::new(values))
             }
             Expr::Struct(s) => {
                 for entry in &s.entries {
@@ -315,9 +610,10 @@ impl Checker<'_> {
                 self.scope.push((c.accu_var.clone(), init.clone()));
                 self.expr(&c.loop_cond);
                 let step = self.expr(&c.loop_step);
-                let accumulator = match init {
-                    CelType::List(item) if item.is_dyn() => step,
-                    init => init,
+                let accumulator = if step.assignable(&init) {
+                    init.most_general(&step)
+                } else {
+                    CelType::Dyn
                 };
                 if let Some(slot) = self.scope.last_mut() {
                     slot.1 = accumulator;
@@ -331,10 +627,44 @@ impl Checker<'_> {
         }
     }
 
+    /// The item type of a list or map literal after one more item: items must be exactly
+    /// alike (cel-go's homogeneous aggregate literals), `dyn` included.
+    fn join_literal(&mut self, id: u64, previous: &CelType, current: &CelType) -> CelType {
+        if previous.exactly(current) {
+            return previous.most_general(current);
+        }
+        if previous.printable() && current.printable() {
+            self.report(
+                id,
+                format!(
+                    "expected type '{}' but found '{}'",
+                    CheckerName(previous),
+                    CheckerName(current)
+                ),
+            )
+        } else {
+            CelType::Error
+        }
+    }
+
+    /// `net.IP`-style qualified names of library types read as selections.
+    fn qualified_library_name(&self, expr: &IdedExpr) -> bool {
+        fn root(expr: &IdedExpr) -> Option<&str> {
+            match &expr.expr {
+                Expr::Ident(name) => Some(name),
+                Expr::Select(select) if !select.test => root(&select.operand),
+                _ => None,
+            }
+        }
+        root(expr).is_some_and(|name| {
+            !self.in_scope(name) && matches!(name, "net" | "kubernetes" | "google")
+        })
+    }
+
     /// `operand.field`: cel-go's field selection rules.
     fn select(&mut self, id: u64, operand: CelType, field: &str) -> CelType {
         match operand {
-            CelType::Dyn => CelType::Dyn,
+            CelType::Dyn | CelType::Free => CelType::Dyn,
             CelType::Error => CelType::Error,
             CelType::Map(_, value) => *value,
             CelType::Object(object) => match object.field(field) {
@@ -345,16 +675,13 @@ impl Checker<'_> {
                 CelType::Error => CelType::Error,
                 t => CelType::Optional(Box::new(t)),
             },
-            other if other.primitive() || matches!(other, CelType::List(_)) => {
-                if printable(&other) {
-                    self.report(
-                        id,
-                        format!("type '{other}' does not support field selection"),
-                    )
-                } else {
-                    CelType::Error
-                }
-            }
+            other if other.printable() => self.report(
+                id,
+                format!(
+                    "type '{}' does not support field selection",
+                    CheckerName(&other)
+                ),
+            ),
             _ => CelType::Dyn,
         }
     }
@@ -372,105 +699,189 @@ impl Checker<'_> {
                 t => CelType::Optional(Box::new(t)),
             };
         }
+        if matches!(name, "_&&_" | "_||_") {
+            for arg in &call.args {
+                let t = self.expr(arg);
+                if !t.assignable(&CelType::Bool) && t.printable() {
+                    self.report(
+                        arg.id,
+                        format!("expected type 'bool' but found '{}'", CheckerName(&t)),
+                    );
+                }
+            }
+            return CelType::Bool;
+        }
+        // `sets.contains(a, b)`: a namespaced global function, unless `sets` is in scope.
+        if let Some(target) = &call.target
+            && let Expr::Ident(namespace) = &target.expr
+            && FUNCTION_NAMESPACES.contains(&namespace.as_str())
+            && !self.in_scope(namespace)
+        {
+            let args: Vec<CelType> = call.args.iter().map(|a| self.expr(a)).collect();
+            return self.global(id, &format!("{namespace}.{name}"), &args);
+        }
         let target = call.target.as_ref().map(|t| self.expr(t));
         let args: Vec<CelType> = call.args.iter().map(|a| self.expr(a)).collect();
-        if let Some(target) = target {
-            return member_result(name, &target, &args);
+        match target {
+            Some(target) => self.member(id, name, &target, &args),
+            None => self.global(id, name, &args),
         }
-        match (name, args.as_slice()) {
-            ("_&&_" | "_||_" | "!_" | "@in" | "@not_strictly_false", _) => CelType::Bool,
-            ("_?_:_", [_, a, b]) => join(&[a.clone(), b.clone()]),
-            ("_[_]", [container, _]) => index(container),
-            ("_[?_]", [container, _]) => match index(container) {
-                CelType::Error => CelType::Error,
-                CelType::Optional(inner) => CelType::Optional(inner),
-                t => CelType::Optional(Box::new(t)),
-            },
-            ("-_", [t]) => t.clone(),
+    }
+
+    fn global(&mut self, id: u64, name: &str, args: &[CelType]) -> CelType {
+        use CelType as T;
+        let refs: Vec<&CelType> = args.iter().collect();
+        match (name, args) {
+            ("!_", [t]) => {
+                if t.assignable(&T::Bool) {
+                    T::Bool
+                } else {
+                    self.overload_error(id, &refs, no_overload(name, &refs))
+                }
+            }
+            ("-_", [t]) => {
+                if t.is_dyn() || matches!(t, T::Int | T::Double) {
+                    t.clone()
+                } else {
+                    self.overload_error(id, &refs, no_overload(name, &refs))
+                }
+            }
+            ("@not_strictly_false", _) => T::Bool,
+            ("_?_:_", [condition, a, b]) => {
+                if condition.assignable(&T::Bool) && a.assignable(b) {
+                    a.most_general(b)
+                } else {
+                    self.overload_error(id, &refs, no_overload(name, &refs))
+                }
+            }
+            ("@in", [element, container]) => {
+                let ok = match container {
+                    T::List(item) => element.assignable(item),
+                    T::Map(key, _) => element.assignable(key),
+                    t => !t.printable() || t.is_dyn(),
+                };
+                if ok {
+                    T::Bool
+                } else {
+                    self.overload_error(id, &refs, no_overload(name, &refs))
+                }
+            }
+            ("_[_]" | "_[?_]", [container, index]) => {
+                let item = match container {
+                    T::List(item) if index.assignable(&T::Int) => Some(item.as_ref().clone()),
+                    T::Map(key, value) if index.assignable(key) => Some(value.as_ref().clone()),
+                    T::Optional(_) | T::Object(_) | T::Opaque(_) | T::Type => Some(T::Dyn),
+                    t if t.is_dyn() => Some(T::Dyn),
+                    _ => None,
+                };
+                match item {
+                    Some(item) if name == "_[?_]" => match item {
+                        T::Error => T::Error,
+                        T::Optional(inner) => T::Optional(inner),
+                        t => T::Optional(Box::new(t)),
+                    },
+                    Some(item) => item,
+                    None => self.overload_error(id, &refs, no_overload(name, &refs)),
+                }
+            }
             (
                 "_+_" | "_-_" | "_*_" | "_/_" | "_%_" | "_<_" | "_<=_" | "_>_" | "_>=_" | "_==_"
                 | "_!=_",
                 [a, b],
             ) => match binary(name, a, b) {
                 Some(t) => t,
-                None => self.report(
-                    id,
-                    format!("found no matching overload for '{name}' applied to '({a}, {b})'"),
-                ),
+                None => self.overload_error(id, &refs, no_overload(name, &refs)),
             },
-            _ => global_result(name, &args),
+            ("size", [t]) => {
+                if t.is_dyn() || matches!(t, T::String | T::Bytes | T::List(_) | T::Map(..)) {
+                    T::Int
+                } else {
+                    self.overload_error(id, &refs, no_overload(name, &refs))
+                }
+            }
+            ("sets.contains" | "sets.equivalent" | "sets.intersects", [a, b]) => {
+                let ok = match (a, b) {
+                    (T::List(x), T::List(y)) => x.assignable(y),
+                    (x, y) => x.is_dyn() || y.is_dyn() || !x.printable() || !y.printable(),
+                };
+                if ok {
+                    T::Bool
+                } else {
+                    self.overload_error(id, &refs, no_overload(name, &refs))
+                }
+            }
+            ("int", _) => T::Int,
+            ("uint", _) => T::Uint,
+            ("double", _) => T::Double,
+            ("string", _) => T::String,
+            ("bytes", _) => T::Bytes,
+            ("bool" | "matches", _) => T::Bool,
+            ("duration", _) => T::Duration,
+            ("timestamp", _) => T::Timestamp,
+            ("type", _) => T::Type,
+            ("optional.of" | "optional.ofNonZeroValue", [t]) => T::Optional(Box::new(t.clone())),
+            ("optional.none", []) => T::Optional(Box::new(T::Dyn)),
+            ("quantity", _) => T::Opaque("kubernetes.Quantity"),
+            ("url", _) => T::Opaque("kubernetes.URL"),
+            ("ip", _) => T::Opaque("net.IP"),
+            ("cidr", _) => T::Opaque("net.CIDR"),
+            ("semver", _) => T::Opaque("kubernetes.Semver"),
+            ("isQuantity" | "isURL" | "isIP" | "isCIDR" | "isSemver" | "ip.isCanonical", _) => {
+                T::Bool
+            }
+            ("base64.encode" | "strings.quote", _) => T::String,
+            ("base64.decode", _) => T::Bytes,
+            _ => T::Dyn,
         }
     }
-}
 
-/// Whether a type prints deterministically (the apiserver names object types after the time).
-fn printable(t: &CelType) -> bool {
-    match t {
-        CelType::List(item) => printable(item),
-        CelType::Map(key, value) => printable(key) && printable(value),
-        t => t.primitive(),
-    }
-}
-
-/// `net.IP`-style qualified names of library types and functions read as selections.
-fn qualified_library_name(expr: &IdedExpr) -> bool {
-    fn root(expr: &IdedExpr) -> Option<&str> {
-        match &expr.expr {
-            Expr::Ident(name) => Some(name),
-            Expr::Select(select) if !select.test => root(&select.operand),
-            _ => None,
+    fn member(&mut self, id: u64, name: &str, target: &CelType, args: &[CelType]) -> CelType {
+        use CelType as T;
+        let Some(result) = member_result(name, target, args) else {
+            return T::Dyn;
+        };
+        match result {
+            Ok(t) => t,
+            Err(()) => {
+                let mut types = vec![target];
+                types.extend(args.iter());
+                self.overload_error(id, &types, no_member_overload(name, target, args))
+            }
         }
-    }
-    matches!(
-        root(expr),
-        Some("net" | "kubernetes" | "google" | "optional" | "math" | "strings" | "sets")
-    )
-}
-
-fn index(container: &CelType) -> CelType {
-    match container {
-        CelType::List(item) => item.as_ref().clone(),
-        CelType::Map(_, value) => value.as_ref().clone(),
-        CelType::Optional(inner) => match index(inner) {
-            CelType::Error => CelType::Error,
-            t => CelType::Optional(Box::new(t)),
-        },
-        CelType::Error => CelType::Error,
-        _ => CelType::Dyn,
-    }
-}
-
-/// The common type of `types`: the type itself when all agree, else `dyn`.
-fn join(types: &[CelType]) -> CelType {
-    let mut known = types.iter().filter(|t| !t.is_dyn());
-    let Some(first) = known.next() else {
-        return CelType::Dyn;
-    };
-    if known.all(|t| t.same(first)) {
-        first.clone()
-    } else {
-        CelType::Dyn
     }
 }
 
 /// The result of a binary operator on `a` and `b`, or `None` when cel-go has no overload for
-/// them. Only primitive operands are judged; anything else is accepted as `dyn`.
+/// them.
 fn binary(name: &str, a: &CelType, b: &CelType) -> Option<CelType> {
     use CelType as T;
-    if !(a.primitive() || matches!(a, T::List(_))) || !(b.primitive() || matches!(b, T::List(_))) {
+    let comparison = matches!(name, "_<_" | "_<=_" | "_>_" | "_>=_");
+    if a.is_dyn() || b.is_dyn() {
         return Some(match name {
-            "_<_" | "_<=_" | "_>_" | "_>=_" | "_==_" | "_!=_" => T::Bool,
+            "_==_" | "_!=_" => T::Bool,
+            _ if comparison => T::Bool,
+            _ if a.is_dyn() && b.is_dyn() => T::Dyn,
+            "_-_" if matches!((a, b), (T::Timestamp, _) | (_, T::Timestamp)) => T::Dyn,
             _ if a.is_dyn() => b.clone(),
             _ => a.clone(),
         });
     }
-    let same = a.same(b);
+    if let ("_+_", T::List(x), T::List(y)) = (name, a, b)
+        && x.assignable(y)
+    {
+        return Some(T::List(Box::new(x.most_general(y))));
+    }
+    if !a.printable() || !b.printable() {
+        return Some(if comparison || name == "_==_" || name == "_!=_" {
+            T::Bool
+        } else {
+            T::Dyn
+        });
+    }
+    let same = std::mem::discriminant(a) == std::mem::discriminant(b);
     match name {
-        "_==_" | "_!=_" => {
-            (same || (a.numeric() && b.numeric()) || matches!(a, T::Null) || matches!(b, T::Null))
-                .then_some(T::Bool)
-        }
-        "_<_" | "_<=_" | "_>_" | "_>=_" => {
+        "_==_" | "_!=_" => a.assignable(b).then_some(T::Bool),
+        _ if comparison => {
             let ordered = matches!(
                 a,
                 T::Int
@@ -485,13 +896,9 @@ fn binary(name: &str, a: &CelType, b: &CelType) -> Option<CelType> {
             ((same && ordered) || (a.numeric() && b.numeric())).then_some(T::Bool)
         }
         "_+_" => match (a, b) {
-            (T::List(x), T::List(y)) => Some(if x.is_dyn() {
-                b.clone()
-            } else if y.is_dyn() || x.same(y) {
-                a.clone()
-            } else {
-                T::List(Box::new(T::Dyn))
-            }),
+            (T::List(x), T::List(y)) => x
+                .assignable(y)
+                .then(|| T::List(Box::new(x.most_general(y)))),
             (T::Timestamp, T::Duration) | (T::Duration, T::Timestamp) => Some(T::Timestamp),
             _ if same
                 && matches!(
@@ -515,56 +922,122 @@ fn binary(name: &str, a: &CelType, b: &CelType) -> Option<CelType> {
     }
 }
 
-fn member_result(name: &str, target: &CelType, args: &[CelType]) -> CelType {
+/// A member function's result: `None` for a function not judged here (its result is `dyn`),
+/// `Some(Err(()))` when cel-go has no overload for these receiver and argument types.
+fn member_result(name: &str, target: &CelType, args: &[CelType]) -> Option<Result<CelType, ()>> {
     use CelType as T;
-    match name {
-        "size" | "indexOf" | "lastIndexOf" | "getFullYear" | "getMonth" | "getDayOfYear"
-        | "getDayOfMonth" | "getDate" | "getDayOfWeek" | "getHours" | "getMinutes"
-        | "getSeconds" | "getMilliseconds" => T::Int,
-        "contains" | "startsWith" | "endsWith" | "matches" | "hasValue" | "isSorted" => T::Bool,
-        "lowerAscii" | "upperAscii" | "trim" | "replace" | "substring" | "charAt" | "join"
-        | "format" => T::String,
-        "split" => T::List(Box::new(T::String)),
-        "value" => match target {
-            T::Optional(inner) => inner.as_ref().clone(),
-            _ => T::Dyn,
+    let judged = !target.is_dyn() && target.printable() && args.iter().all(CelType::printable);
+    let is = |t: &CelType, expected: &CelType| t.assignable(expected);
+    let string_args = |types: &[&[CelType]]| {
+        types.iter().any(|signature| {
+            signature.len() == args.len() && signature.iter().zip(args).all(|(e, a)| is(a, e))
+        })
+    };
+    let on_string = |result: CelType, signatures: &[&[CelType]]| {
+        if !judged {
+            return Ok(result);
+        }
+        if matches!(target, T::String) && string_args(signatures) {
+            Ok(result)
+        } else {
+            Err(())
+        }
+    };
+    Some(match name {
+        "contains" | "startsWith" | "endsWith" | "matches" => on_string(T::Bool, &[&[T::String]]),
+        "lowerAscii" | "upperAscii" | "trim" => on_string(T::String, &[&[]]),
+        "charAt" => on_string(T::String, &[&[T::Int]]),
+        "replace" => on_string(
+            T::String,
+            &[&[T::String, T::String], &[T::String, T::String, T::Int]],
+        ),
+        "split" => on_string(
+            T::List(Box::new(T::String)),
+            &[&[T::String], &[T::String, T::Int]],
+        ),
+        "substring" => on_string(T::String, &[&[T::Int], &[T::Int, T::Int]]),
+        "indexOf" | "lastIndexOf" => match target {
+            T::List(item) if judged => match args {
+                [a] if is(a, item) => Ok(T::Int),
+                _ => Err(()),
+            },
+            _ => on_string(T::Int, &[&[T::String], &[T::String, T::Int]]),
         },
+        "join" => {
+            if !judged {
+                Ok(T::String)
+            } else {
+                match (target, args) {
+                    (T::List(item), []) | (T::List(item), [T::String]) if is(item, &T::String) => {
+                        Ok(T::String)
+                    }
+                    _ => Err(()),
+                }
+            }
+        }
+        "size" => {
+            if !judged || matches!(target, T::String | T::Bytes | T::List(_) | T::Map(..)) {
+                Ok(T::Int)
+            } else {
+                Err(())
+            }
+        }
         "orValue" => match (target, args) {
             (T::Optional(inner), [alternative]) => {
-                join(&[inner.as_ref().clone(), alternative.clone()])
+                if inner.assignable(alternative) {
+                    Ok(inner.most_general(alternative))
+                } else if judged {
+                    Err(())
+                } else {
+                    Ok(T::Dyn)
+                }
             }
-            _ => T::Dyn,
+            _ => Ok(T::Dyn),
         },
-        "or" => match target {
+        "value" => Ok(match target {
+            T::Optional(inner) => inner.as_ref().clone(),
+            _ => T::Dyn,
+        }),
+        "hasValue" => Ok(T::Bool),
+        "or" => Ok(match target {
             T::Optional(_) => target.clone(),
             _ => T::Dyn,
-        },
-        "reverse" | "distinct" | "sort" | "slice" => match target {
-            T::List(_) => target.clone(),
+        }),
+        "getFullYear" | "getMonth" | "getDayOfYear" | "getDayOfMonth" | "getDate"
+        | "getDayOfWeek" | "getHours" | "getMinutes" | "getSeconds" | "getMilliseconds" => {
+            Ok(T::Int)
+        }
+        "sum" | "min" | "max" => Ok(match target {
+            T::List(item) => item.as_ref().clone(),
             _ => T::Dyn,
-        },
-        _ => T::Dyn,
-    }
-}
-
-fn global_result(name: &str, args: &[CelType]) -> CelType {
-    use CelType as T;
-    match name {
-        "size" => T::Int,
-        "int" => T::Int,
-        "uint" => T::Uint,
-        "double" => T::Double,
-        "string" => T::String,
-        "bytes" => T::Bytes,
-        "bool" | "matches" => T::Bool,
-        "duration" => T::Duration,
-        "timestamp" => T::Timestamp,
-        "type" => T::Type,
-        "optional.of" | "optional.ofNonZeroValue" => match args {
-            [t] => T::Optional(Box::new(t.clone())),
-            _ => T::Dyn,
-        },
-        "optional.none" => T::Optional(Box::new(T::Dyn)),
-        _ => T::Dyn,
-    }
+        }),
+        // The Kubernetes libraries: every overload of these names has this result type.
+        "compareTo" | "sign" | "asInteger" | "family" | "prefixLength" | "major" | "minor"
+        | "patch" => Ok(T::Int),
+        "isGreaterThan"
+        | "isLessThan"
+        | "isInteger"
+        | "isCanonical"
+        | "isUnspecified"
+        | "isLoopback"
+        | "isLinkLocalMulticast"
+        | "isLinkLocalUnicast"
+        | "isGlobalUnicast"
+        | "containsIP"
+        | "containsCIDR"
+        | "allowed"
+        | "errored"
+        | "isSorted" => Ok(T::Bool),
+        "asApproximateFloat" => Ok(T::Double),
+        "getScheme" | "getHost" | "getHostname" | "getPort" | "getEscapedPath" | "find"
+        | "reason" | "error" => Ok(T::String),
+        "findAll" => Ok(T::List(Box::new(T::String))),
+        "getQuery" => Ok(T::Map(
+            Box::new(T::String),
+            Box::new(T::List(Box::new(T::String))),
+        )),
+        "add" | "sub" => Ok(T::Opaque("kubernetes.Quantity")),
+        "masked" => Ok(T::Opaque("net.CIDR")),
+        _ => return None,
+    })
 }

@@ -267,7 +267,13 @@ impl Builder {
             },
             Some(_) => return fail(&format!("{path}.type"), "must be a string"),
         };
-        Ok(Node::untyped(kind))
+        let mut node = Node::untyped(kind);
+        if node.kind == NodeKind::String
+            && let Some(format) = map.get("format").and_then(Value::as_str)
+        {
+            node.format = format.to_owned();
+        }
+        Ok(node)
     }
 
     fn list(&mut self, map: &Map<String, Value>, path: &str) -> Result<NodeKind, CrdError> {

@@ -106,6 +106,9 @@ pub struct Node {
     /// Its Go type as `encoding/json` prints it (`[]v1.Container`, `v1.Protocol`); empty for
     /// custom resources.
     pub go_type: String,
+    /// The `format` of a custom resource's string schema (`date-time`, `date`, `duration`,
+    /// `byte` …), which decides its CEL type; empty otherwise.
+    pub format: String,
 }
 
 /// What a value is.
@@ -228,6 +231,7 @@ impl Schema {
         Node {
             kind: NodeKind::Object(self.root),
             go_type: self.root().go_type.clone(),
+            format: String::new(),
         }
     }
 
@@ -265,6 +269,7 @@ impl Node {
         Node {
             kind,
             go_type: String::new(),
+            format: String::new(),
         }
     }
 }
@@ -498,6 +503,7 @@ fn convert_node(raw: RawNode, count: usize) -> Result<Node, String> {
     Ok(Node {
         kind,
         go_type: raw.go,
+        format: String::new(),
     })
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::resource_match::ResourceMatcher;
 use super::variables::Variables;
-use crate::expressions::Expression;
+use crate::expressions::{CelType, Expression};
 use crate::names;
 use crate::policy::admission_policy::{FailurePolicy, MatchResources, ParamKind, PolicyCommon};
 use crate::policy::{DocumentSource, LabelSelector, PolicyError};
@@ -17,12 +17,30 @@ pub(super) fn compile_expression(
     field: &str,
     text: &str,
     structs: bool,
+    variables: Option<&[(String, CelType)]>,
 ) -> Result<Expression, PolicyError> {
-    Expression::compile(text, structs).map_err(|e| {
+    Expression::compile_with_variables(text, structs, variables).map_err(|e| {
         PolicyError::at(
             source,
             field,
-            format!("compilation failed for expression {text:?}: {e}"),
+            format!("Invalid value: {text:?}: compilation failed: {e}"),
+        )
+    })
+}
+
+/// Refuses an expression whose static type is not one of `expected`, as the apiserver does
+/// at create (`must evaluate to bool but got dyn`).
+pub(super) fn expect_output(
+    source: &DocumentSource,
+    field: &str,
+    expression: &Expression,
+    expected: &[CelType],
+) -> Result<(), PolicyError> {
+    expression.expect_output(expected).map_err(|reason| {
+        PolicyError::at(
+            source,
+            field,
+            format!("Invalid value: {:?}: {reason}", expression.source()),
         )
     })
 }
@@ -164,19 +182,21 @@ impl PolicyCore {
                     format!("Duplicate value: {:?}", condition.name),
                 ));
             }
-            let expression = compile_expression(source, &field, &condition.expression, false)?;
+            let expression =
+                compile_expression(source, &field, &condition.expression, false, None)?;
             // The apiserver compiles match conditions in an environment without `variables`.
             if expression.uses("variables") {
                 return Err(PolicyError::at(
                     source,
                     &field,
                     format!(
-                        "compilation failed for expression {:?}: undeclared reference to \
+                        "Invalid value: {:?}: compilation failed: undeclared reference to \
                          'variables' (match conditions cannot use variables)",
                         condition.expression
                     ),
                 ));
             }
+            expect_output(source, &field, &expression, &[CelType::Bool])?;
             conditions.push((condition.name.clone(), expression));
         }
         Ok(PolicyCore {
@@ -197,7 +217,8 @@ impl PolicyCore {
         text: &str,
         structs: bool,
     ) -> Result<Expression, PolicyError> {
-        let expression = compile_expression(source, field, text, structs)?;
+        let expression =
+            compile_expression(source, field, text, structs, Some(&self.variables.types))?;
         self.variables.check(&expression, source, field)?;
         Ok(expression)
     }

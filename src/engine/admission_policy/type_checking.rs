@@ -14,7 +14,10 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::admission::GroupVersionKind;
-use crate::expressions::{CelEnvironment, CelType, DeclaredObject, ObjectFields};
+use crate::expressions::{
+    CelEnvironment, CelType, DeclaredObject, ObjectFields, admission_request_type,
+    namespace_object_type,
+};
 use crate::policy::admission_policy::{Document, ValidatingPolicySpec};
 use crate::schema::{NodeKind, Schema};
 
@@ -48,27 +51,25 @@ impl SchemaIndex<'_> {
         })
     }
 
-    /// The kinds served as `resource` in `group`/`version` (the apiserver's RESTMapper).
+    /// The kinds served as `resource` in `group`/`version`, as the apiserver's RESTMapper
+    /// finds them: an empty group matches every group.
     fn kinds_for(&self, group: &str, version: &str, resource: &str) -> Vec<GroupVersionKind> {
         let custom: Vec<GroupVersionKind> = self
             .custom
             .iter()
             .filter(|(plural, s)| {
-                plural == resource && s.gvk().group == group && s.gvk().version == version
+                plural == resource
+                    && (group.is_empty() || s.gvk().group == group)
+                    && s.gvk().version == version
             })
             .map(|(_, s)| s.gvk().clone())
             .collect();
-        if !custom.is_empty() {
-            return custom;
-        }
-        crate::schema::builtin_kinds()
-            .into_iter()
-            .filter(|gvk| {
-                gvk.group == group
-                    && gvk.version == version
-                    && crate::names::resource_for_kind(&gvk.kind) == resource
-            })
-            .collect()
+        let builtin = crate::schema::builtin_kinds().into_iter().filter(|gvk| {
+            (group.is_empty() || gvk.group == group)
+                && gvk.version == version
+                && crate::names::resource_for_kind(&gvk.kind) == resource
+        });
+        builtin.chain(custom).collect()
     }
 }
 
@@ -105,8 +106,8 @@ pub(super) fn check_policy(
             let mut declared: Vec<(&str, CelType)> = vec![
                 ("object", object.clone()),
                 ("oldObject", object),
-                ("request", request_type()),
-                ("namespaceObject", namespace_type()),
+                ("request", admission_request_type()),
+                ("namespaceObject", namespace_object_type()),
                 (
                     "authorizer",
                     CelType::Opaque("kubernetes.authorization.Authorizer"),
@@ -118,13 +119,19 @@ pub(super) fn check_policy(
             let mut variables: Vec<(String, CelType)> = Vec::new();
             for variable in &spec.variables {
                 let mut with_variables = declared.clone();
-                with_variables.push(("variables", DeclaredObject::object_type(variables.clone())));
+                with_variables.push((
+                    "variables",
+                    DeclaredObject::object_type("kubernetes.variables", variables.clone()),
+                ));
                 let output = environment
                     .type_check(&variable.expression, &with_variables)
                     .map_or(CelType::Dyn, |t| t.as_variable());
                 variables.push((variable.name.clone(), output));
             }
-            declared.push(("variables", DeclaredObject::object_type(variables)));
+            declared.push((
+                "variables",
+                DeclaredObject::object_type("kubernetes.variables", variables),
+            ));
             (gvk, declared)
         })
         .collect();
@@ -222,11 +229,14 @@ fn kinds_to_check(
 // ---- Schema types ----
 
 /// An object type of a schema's arena, with the object types on the way to it (a type met
-/// again on its own path is an empty object, as upstream cuts recursive references).
+/// again on its own path is an empty object, as upstream cuts recursive references) and its
+/// name: upstream names a kind's type after the kind and a per-run number, written `#` here
+/// (`Pod#`), and nested types after their path (`Pod#.spec.containers.@idx`).
 struct SchemaObject {
     schema: Schema,
     index: usize,
     path: Arc<[usize]>,
+    name: String,
 }
 
 fn schema_object(schema: &Schema) -> CelType {
@@ -237,6 +247,7 @@ fn schema_object(schema: &Schema) -> CelType {
         schema: schema.clone(),
         index,
         path: Arc::from([]),
+        name: format!("{}#", schema.gvk().kind),
     }))
 }
 
@@ -246,26 +257,48 @@ impl ObjectFields for SchemaObject {
         let field = object
             .fields
             .iter()
-            .find(|f| escape_field_name(&f.name).as_deref() == Some(name))?;
-        self.node_type(&field.node)
+            .find(|f| escape_field_name(&f.name).as_deref() == Some(name))
+            // A reserved word names its field unescaped too (`metadata.namespace`), as
+            // upstream recognises keywords as field names.
+            .or_else(|| {
+                RESERVED
+                    .contains(&name)
+                    .then(|| object.fields.iter().find(|f| f.name == name))
+                    .flatten()
+            })?;
+        let escaped = escape_field_name(&field.name).unwrap_or_default();
+        self.node_type(&field.node, format!("{}.{escaped}", self.name))
+    }
+
+    fn name(&self) -> Option<&str> {
+        Some(&self.name)
     }
 }
 
 /// An object type with no fields.
-struct EmptyObject;
+struct EmptyObject(String);
 
 impl ObjectFields for EmptyObject {
     fn field(&self, _: &str) -> Option<CelType> {
         None
     }
+
+    fn name(&self) -> Option<&str> {
+        Some(&self.0)
+    }
 }
 
 impl SchemaObject {
-    /// The CEL type of a schema node, or `None` where upstream does not expose the field
-    /// (quantities and other untyped schemas).
-    fn node_type(&self, node: &crate::schema::Node) -> Option<CelType> {
+    /// The CEL type of a schema node named `name`, or `None` where upstream does not expose
+    /// the field (quantities and other untyped schemas).
+    fn node_type(&self, node: &crate::schema::Node, name: String) -> Option<CelType> {
         Some(match &node.kind {
-            NodeKind::String => CelType::String,
+            NodeKind::String => match node.format.as_str() {
+                "byte" => CelType::Bytes,
+                "duration" => CelType::Duration,
+                "date" | "date-time" => CelType::Timestamp,
+                _ => CelType::String,
+            },
             NodeKind::Integer(_) => CelType::Int,
             NodeKind::Number => CelType::Double,
             NodeKind::Boolean => CelType::Bool,
@@ -274,12 +307,14 @@ impl SchemaObject {
             NodeKind::Time => CelType::Timestamp,
             NodeKind::Quantity => return None,
             NodeKind::Any => match node.go_type.as_str() {
-                "runtime.RawExtension" | "v1.FieldsV1" => CelType::Object(Arc::new(EmptyObject)),
+                "runtime.RawExtension" | "v1.FieldsV1" => {
+                    CelType::Object(Arc::new(EmptyObject(name)))
+                }
                 _ => return None,
             },
             NodeKind::Object(index) => {
                 if *index == self.index || self.path.contains(index) {
-                    CelType::Object(Arc::new(EmptyObject))
+                    CelType::Object(Arc::new(EmptyObject(name)))
                 } else {
                     let mut path = self.path.to_vec();
                     path.push(self.index);
@@ -287,13 +322,17 @@ impl SchemaObject {
                         schema: self.schema.clone(),
                         index: *index,
                         path: path.into(),
+                        name,
                     }))
                 }
             }
-            NodeKind::Map { values, .. } => {
-                CelType::Map(Box::new(CelType::String), Box::new(self.node_type(values)?))
+            NodeKind::Map { values, .. } => CelType::Map(
+                Box::new(CelType::String),
+                Box::new(self.node_type(values, format!("{name}.@elem"))?),
+            ),
+            NodeKind::List { items, .. } => {
+                CelType::List(Box::new(self.node_type(items, format!("{name}.@idx"))?))
             }
-            NodeKind::List { items, .. } => CelType::List(Box::new(self.node_type(items)?)),
         })
     }
 }
@@ -355,93 +394,6 @@ fn escape_field_name(name: &str) -> Option<String> {
         rest = &rest[c.len_utf8()..];
     }
     Some(escaped)
-}
-
-// ---- The apiserver's hand-written types ----
-
-fn strings() -> CelType {
-    CelType::List(Box::new(CelType::String))
-}
-
-fn string_map(values: CelType) -> CelType {
-    CelType::Map(Box::new(CelType::String), Box::new(values))
-}
-
-/// `request`: `kubernetes.AdmissionRequest`.
-fn request_type() -> CelType {
-    let gvk = || {
-        DeclaredObject::object_type([
-            ("group", CelType::String),
-            ("version", CelType::String),
-            ("kind", CelType::String),
-        ])
-    };
-    let gvr = || {
-        DeclaredObject::object_type([
-            ("group", CelType::String),
-            ("version", CelType::String),
-            ("resource", CelType::String),
-        ])
-    };
-    let user_info = DeclaredObject::object_type([
-        ("username", CelType::String),
-        ("uid", CelType::String),
-        ("groups", strings()),
-        ("extra", string_map(strings())),
-    ]);
-    DeclaredObject::object_type([
-        ("kind", gvk()),
-        ("resource", gvr()),
-        ("subResource", CelType::String),
-        ("requestKind", gvk()),
-        ("requestResource", gvr()),
-        ("requestSubResource", CelType::String),
-        ("name", CelType::String),
-        ("namespace", CelType::String),
-        ("operation", CelType::String),
-        ("userInfo", user_info),
-        ("dryRun", CelType::Bool),
-        ("options", CelType::Dyn),
-    ])
-}
-
-/// `namespaceObject`: `kubernetes.Namespace`, the fields upstream exposes.
-fn namespace_type() -> CelType {
-    let condition = DeclaredObject::object_type([
-        ("status", CelType::String),
-        ("type", CelType::String),
-        ("lastTransitionTime", CelType::Timestamp),
-        ("message", CelType::String),
-        ("reason", CelType::String),
-    ]);
-    let metadata = DeclaredObject::object_type([
-        ("name", CelType::String),
-        ("generateName", CelType::String),
-        ("namespace", CelType::String),
-        ("labels", string_map(CelType::String)),
-        ("annotations", string_map(CelType::String)),
-        ("UID", CelType::String),
-        ("creationTimestamp", CelType::Timestamp),
-        ("deletionGracePeriodSeconds", CelType::Int),
-        ("deletionTimestamp", CelType::Timestamp),
-        ("generation", CelType::Int),
-        ("resourceVersion", CelType::String),
-        ("finalizers", strings()),
-    ]);
-    DeclaredObject::object_type([
-        ("metadata", metadata),
-        (
-            "spec",
-            DeclaredObject::object_type([("finalizers", strings())]),
-        ),
-        (
-            "status",
-            DeclaredObject::object_type([
-                ("conditions", CelType::List(Box::new(condition))),
-                ("phase", CelType::String),
-            ]),
-        ),
-    ])
 }
 
 #[cfg(test)]
@@ -520,6 +472,6 @@ spec:
       apiVersions: [v1]
       operations: [CREATE]
       resources: ['pods/status', '*']";
-        assert!(warnings(&policy(rules, &["object.spec.nope"])).is_empty());
+        assert!(warnings(&policy(rules, &["object.spec.nope == 1"])).is_empty());
     }
 }

@@ -9,12 +9,12 @@ use serde::Serialize;
 
 use super::AdmissionPolicies;
 use super::binding::{BindingCore, Bound};
-use super::policy_core::PolicyCore;
+use super::policy_core::{PolicyCore, expect_output};
 use crate::admission::AdmissionRequest;
 use crate::engine::audit_annotation_key;
 use crate::engine::cel_input::{CelInputCell, failure_message};
 use crate::engine::{Decision, DenialStatus, NamespaceLookup, PolicyOutcome, Violation};
-use crate::expressions::Expression;
+use crate::expressions::{CelType, Expression};
 use crate::policy::admission_policy::{
     Document, FailurePolicy, ValidatingBindingSpec, ValidatingPolicySpec, ValidationAction,
 };
@@ -69,17 +69,18 @@ impl ValidatingPolicy {
         let mut validations = Vec::new();
         for (i, validation) in spec.validations.iter().enumerate() {
             let field = format!("spec.validations[{i}]");
-            let expression = core.expression(
-                source,
-                &format!("{field}.expression"),
-                &validation.expression,
-                false,
-            )?;
+            let expression_field = format!("{field}.expression");
+            let expression =
+                core.expression(source, &expression_field, &validation.expression, false)?;
+            expect_output(source, &expression_field, &expression, &[CelType::Bool])?;
             let message_expression = validation
                 .message_expression
                 .as_deref()
                 .map(|text| {
-                    core.expression(source, &format!("{field}.messageExpression"), text, false)
+                    let message_field = format!("{field}.messageExpression");
+                    let expression = core.expression(source, &message_field, text, false)?;
+                    expect_output(source, &message_field, &expression, &[CelType::String])?;
+                    Ok::<_, PolicyError>(expression)
                 })
                 .transpose()?;
             if let Some(message) = &validation.message
@@ -122,11 +123,14 @@ impl ValidatingPolicy {
                     "must be non-empty and unique",
                 ));
             }
-            let expression = core.expression(
+            let value_field = format!("{field}.valueExpression");
+            let expression =
+                core.expression(source, &value_field, &annotation.value_expression, false)?;
+            expect_output(
                 source,
-                &format!("{field}.valueExpression"),
-                &annotation.value_expression,
-                false,
+                &value_field,
+                &expression,
+                &[CelType::String, CelType::Null],
             )?;
             audit_annotations.push((annotation.key.clone(), expression));
         }

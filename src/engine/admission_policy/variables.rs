@@ -3,7 +3,7 @@
 //! declared before it).
 
 use super::policy_core::compile_expression;
-use crate::expressions::Expression;
+use crate::expressions::{CelType, Expression};
 use crate::policy::admission_policy::NamedExpression;
 use crate::policy::{DocumentSource, PolicyError};
 
@@ -49,6 +49,8 @@ pub(super) struct Variables {
     pub(super) expressions: Vec<Expression>,
     /// For each variable, the variables it needs (itself included), in order.
     pub(super) closures: Vec<Vec<usize>>,
+    /// Each variable's name and the static type of its value, as later expressions see it.
+    pub(super) types: Vec<(String, CelType)>,
 }
 
 impl Variables {
@@ -84,13 +86,19 @@ impl Variables {
                     format!("Duplicate value: {:?}", spec.name),
                 ));
             }
-            let expression = compile_expression(source, &field, &spec.expression, false)?;
+            let expression = compile_expression(
+                source,
+                &field,
+                &spec.expression,
+                false,
+                Some(&variables.types),
+            )?;
             let closure = variables.needed(&expression).map_err(|name| {
                 PolicyError::at(
                     source,
                     &field,
                     format!(
-                        "compilation failed for expression {:?}: undefined field '{name}' \
+                        "Invalid value: {:?}: compilation failed: undefined field '{name}' \
                          (a variable can only use the variables declared before it)",
                         spec.expression
                     ),
@@ -98,6 +106,9 @@ impl Variables {
             })?;
             let mut closure = closure;
             closure.push(i);
+            variables
+                .types
+                .push((spec.name.clone(), expression.output_type().as_variable()));
             variables.names.push(spec.name.clone());
             variables.expressions.push(expression);
             variables.closures.push(closure);
@@ -133,7 +144,8 @@ impl Variables {
                 source,
                 field,
                 format!(
-                    "compilation failed for expression {:?}: undefined field '{name}' in variables",
+                    "Invalid value: {:?}: compilation failed: undefined field '{name}' in \
+                     variables",
                     expression.source()
                 ),
             )
