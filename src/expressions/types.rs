@@ -425,15 +425,28 @@ pub(super) fn infer(expr: &IdedExpr, declared: &[(&str, CelType)]) -> (CelType, 
         declared,
         scope: Vec::new(),
         issues: Vec::new(),
+        literal_issues: Vec::new(),
+        in_format: 0,
     };
     let output = checker.expr(expr);
-    (output, checker.issues)
+    // cel-go validates literals after checking, only when checking found nothing.
+    let issues = if checker.issues.is_empty() {
+        checker.literal_issues
+    } else {
+        checker.issues
+    };
+    (output, issues)
 }
 
 struct Checker<'d> {
     declared: &'d [(&'d str, CelType)],
     scope: Vec<(String, CelType)>,
     issues: Vec<TypeIssue>,
+    /// Items of list and map literals unlike the first (cel-go's homogeneous aggregate
+    /// literal validator).
+    literal_issues: Vec<TypeIssue>,
+    /// How many `format(…)` calls the walk is inside: their literals are exempt.
+    in_format: usize,
 }
 
 const TYPE_NAMES: &[&str] = &[
@@ -539,6 +552,8 @@ impl Checker<'_> {
             }
             Expr::List(list) => {
                 let mut items = CelType::Free;
+                let mut first: Option<CelType> = None;
+                let mut mismatch = false;
                 for (i, element) in list.elements.iter().enumerate() {
                     let mut t = self.expr(element);
                     if list.optional_indices.contains(&i) {
@@ -548,18 +563,25 @@ impl Checker<'_> {
                             _ => CelType::Dyn,
                         };
                     }
-                    items = self.join_literal(element.id, &items, &t);
+                    match &first {
+                        None => first = Some(t.clone()),
+                        Some(first) if !mismatch => {
+                            mismatch = self.literal_item(element.id, first, &t);
+                        }
+                        Some(_) => {}
+                    }
+                    items = join(&items, &t);
                 }
                 CelType::List(Box::new(items))
             }
             Expr::Map(map) => {
                 let mut keys = CelType::Free;
                 let mut values = CelType::Free;
+                let mut first: Option<(CelType, CelType)> = None;
                 for entry in &map.entries {
                     match &entry.expr {
                         EntryExpr::MapEntry(e) => {
                             let key = self.expr(&e.key);
-                            keys = self.join_literal(e.key.id, &keys, &key);
                             let mut value = self.expr(&e.value);
                             if e.optional {
                                 value = match value {
@@ -568,7 +590,17 @@ impl Checker<'_> {
                                     _ => CelType::Dyn,
                                 };
                             }
-                            values = self.join_literal(e.value.id, &values, &value);
+                            match &first {
+                                None => first = Some((key.clone(), value.clone())),
+                                Some((first_key, first_value)) => {
+                                    let (first_key, first_value) =
+                                        (first_key.clone(), first_value.clone());
+                                    self.literal_item(e.key.id, &first_key, &key);
+                                    self.literal_item(e.value.id, &first_value, &value);
+                                }
+                            }
+                            keys = join(&keys, &key);
+                            values = join(&values, &value);
                         }
                         EntryExpr::StructField(f) => {
                             self.expr(&f.value);
@@ -627,24 +659,23 @@ impl Checker<'_> {
         }
     }
 
-    /// The item type of a list or map literal after one more item: items must be exactly
-    /// alike (cel-go's homogeneous aggregate literals), `dyn` included.
-    fn join_literal(&mut self, id: u64, previous: &CelType, current: &CelType) -> CelType {
-        if previous.exactly(current) {
-            return previous.most_general(current);
+    /// Records an item of a literal that is not exactly like the first (outside `format`
+    /// arguments); whether it was unlike.
+    fn literal_item(&mut self, id: u64, first: &CelType, current: &CelType) -> bool {
+        if first.exactly(current) {
+            return false;
         }
-        if previous.printable() && current.printable() {
-            self.report(
+        if self.in_format == 0 && first.printable() && current.printable() {
+            self.literal_issues.push(TypeIssue {
                 id,
-                format!(
+                message: format!(
                     "expected type '{}' but found '{}'",
-                    CheckerName(previous),
+                    CheckerName(first),
                     CheckerName(current)
                 ),
-            )
-        } else {
-            CelType::Error
+            });
         }
+        true
     }
 
     /// `net.IP`-style qualified names of library types read as selections.
@@ -720,8 +751,11 @@ impl Checker<'_> {
             let args: Vec<CelType> = call.args.iter().map(|a| self.expr(a)).collect();
             return self.global(id, &format!("{namespace}.{name}"), &args);
         }
+        let format = name == "format";
+        self.in_format += usize::from(format);
         let target = call.target.as_ref().map(|t| self.expr(t));
         let args: Vec<CelType> = call.args.iter().map(|a| self.expr(a)).collect();
+        self.in_format -= usize::from(format);
         match target {
             Some(target) => self.member(id, name, &target, &args),
             None => self.global(id, name, &args),
@@ -848,6 +882,16 @@ impl Checker<'_> {
                 self.overload_error(id, &types, no_member_overload(name, target, args))
             }
         }
+    }
+}
+
+/// cel-go's `joinTypes` for the items of a literal: the more general of assignable types, else
+/// `dyn`.
+fn join(previous: &CelType, current: &CelType) -> CelType {
+    if previous.assignable(current) {
+        previous.most_general(current)
+    } else {
+        CelType::Dyn
     }
 }
 
