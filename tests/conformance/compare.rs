@@ -378,9 +378,9 @@ pub const KNOWN_REFUSALS: &[KnownCause] = &[
         class: "load-time-type-checking",
         issue: "#13 (items 2 and 3)",
         reason: "the apiserver type-checks every expression when a policy is created (with `object` \
-             as dyn) and refuses what does not compile (no matching overload, a messageExpression \
-             that is not statically a string, undeclared functions such as `cel.bind`); \
-             Portcullis has no type checker and loads the policy",
+             as dyn) and refuses what does not compile; Portcullis's type checker refuses what it \
+             can judge with certainty (docs/cel.md) and loads the rest, and does not fold \
+             constants (`program instantiation failed: unsigned integer overflow`)",
         matches: |apiserver, _| {
             apiserver.contains("compilation failed")
                 || apiserver.contains("must evaluate to")
