@@ -4,7 +4,7 @@
 CARGO ?= cargo
 CERTS_OUT ?= certs/out
 
-.PHONY: run build test e2e e2e-latency conformance controlplane lint fmt certs manifests bench clean
+.PHONY: run build test e2e e2e-latency conformance load-time controlplane lint fmt certs manifests bench clean
 
 ## run: serve on :8443 (HTTPS) and :8080 (admin) with an ephemeral certificate and the built-in rules
 run:
@@ -40,6 +40,14 @@ conformance:
 	PORTCULLIS_E2E_BIN="$$(e2e/build-controlplane.sh | tail -n 1)" \
 	CONFORMANCE_SEEDS="$(SEED)" CONFORMANCE_CASES="$(CASES)" \
 		$(CARGO) test --locked --test conformance -- --nocapture
+
+## load-time: the load-time checking differential test (tests/load_time_e2e.rs): every policy of
+## tests/fixtures/load-time/ created on the e2e apiserver and loaded by `portcullis check`;
+## RECORD=1 rewrites observed.json from the apiserver's answers (docs/conformance.md)
+load-time:
+	PORTCULLIS_E2E_BIN="$$(e2e/build-controlplane.sh | tail -n 1)" \
+	PORTCULLIS_E2E_WRITE_OBSERVED="$(RECORD)" \
+		$(CARGO) test --locked --test load_time_e2e -- --nocapture
 
 ## e2e-latency: Pod CREATE latency through the apiserver: no admission, in-tree VAP, Portcullis
 ## and the Go peer (a table, not a test; without Go the Go peer row says skipped)
