@@ -21,6 +21,11 @@ fn max_len_error(max: usize) -> String {
     format!("must be no more than {max} characters")
 }
 
+/// The newer `api/validate/content` wording that label keys and values use (Kubernetes v1.37).
+fn max_bytes_error(max: usize) -> String {
+    format!("must be no more than {max} bytes")
+}
+
 /// `first`, then any of `middle`, ending with `last`: the shape of every name regex here.
 fn shaped(
     value: &str,
@@ -143,17 +148,18 @@ pub fn qualified_name_errors(value: &str) -> Vec<String> {
         if prefix.is_empty() {
             errors.push("prefix part must be non-empty".to_owned());
         } else {
-            errors.extend(
-                dns1123_subdomain_errors(prefix)
-                    .into_iter()
-                    .map(|e| format!("prefix part {e}")),
-            );
+            errors.extend(dns1123_subdomain_errors(prefix).into_iter().map(|e| {
+                format!(
+                    "prefix part {}",
+                    e.replace(&max_len_error(253), &max_bytes_error(253))
+                )
+            }));
         }
     }
     if name.is_empty() {
         errors.push("name part must be non-empty".to_owned());
     } else if name.len() > QUALIFIED_NAME_MAX {
-        errors.push(format!("name part {}", max_len_error(QUALIFIED_NAME_MAX)));
+        errors.push(format!("name part {}", max_bytes_error(QUALIFIED_NAME_MAX)));
     }
     if !is_qualified_name_part(name) {
         errors.push(format!("name part {QUALIFIED_NAME_MESSAGE}"));
@@ -165,7 +171,7 @@ pub fn qualified_name_errors(value: &str) -> Vec<String> {
 pub fn label_value_errors(value: &str) -> Vec<String> {
     let mut errors = Vec::new();
     if value.len() > QUALIFIED_NAME_MAX {
-        errors.push(max_len_error(QUALIFIED_NAME_MAX));
+        errors.push(max_bytes_error(QUALIFIED_NAME_MAX));
     }
     if !value.is_empty() && !is_qualified_name_part(value) {
         errors.push(

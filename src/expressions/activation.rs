@@ -34,6 +34,10 @@ pub struct AuthorizationCheck {
     pub verb: String,
     /// `authorizer.serviceAccount(ns, name)`: the user asked about; empty for the requester.
     pub service_account: Option<(String, String)>,
+    /// `.fieldSelector(s)`: the field selector of a list or watch check.
+    pub field_selector: String,
+    /// `.labelSelector(s)`: the label selector of a list or watch check.
+    pub label_selector: String,
 }
 
 /// The answer to an [`AuthorizationCheck`]: `allowed()`, `reason()`, `errored()`, `error()`.

@@ -21,6 +21,36 @@ static ENVIRONMENT: LazyLock<CelEnvironment> = LazyLock::new(CelEnvironment::kub
 /// Only parses, to read references; the environment above compiles and checks.
 static PARSER: LazyLock<Env> = LazyLock::new(Env::stdlib);
 
+/// What an admission policy's field declares besides the variables every expression has.
+#[derive(Debug, Clone, Copy)]
+pub struct Declarations<'a> {
+    /// `variables`.
+    pub variables: Variables<'a>,
+    /// Whether `params` is declared (the policy has a `paramKind`).
+    pub params: bool,
+}
+
+impl Default for Declarations<'_> {
+    /// Everything declared, `variables` as `dyn` (native rules, tests).
+    fn default() -> Self {
+        Declarations {
+            variables: Variables::Dyn,
+            params: true,
+        }
+    }
+}
+
+/// How an expression sees `variables`.
+#[derive(Debug, Clone, Copy)]
+pub enum Variables<'a> {
+    /// Declared, untyped.
+    Dyn,
+    /// Not declared (a policy without `spec.variables`, a match condition).
+    Undeclared,
+    /// The policy's variables declared so far, each with its expression's type.
+    Typed(&'a [(String, CelType)]),
+}
+
 /// A compiled expression.
 pub struct Expression {
     program: CelProgram,
@@ -112,30 +142,42 @@ fn walk<'e>(expr: &'e IdedExpr, bound: &mut Vec<&'e str>, refs: &mut References<
 impl Expression {
     /// Compiles `source`; struct literals are allowed when `structs` says so (mutations).
     /// Type errors are compile errors, as in the apiserver: `request` and `namespaceObject`
-    /// have their types, `object`, `oldObject` and `params` are `dyn`.
+    /// have their types; `object`, `oldObject`, `params` and `variables` are `dyn`.
     pub fn compile(source: &str, structs: bool) -> Result<Self, String> {
-        Self::compile_with_variables(source, structs, None)
+        Self::compile_in(source, structs, &Declarations::default())
     }
 
-    /// Like [`Expression::compile`], with `variables.<name>` typed (a policy's composition
-    /// variables declared so far, each with its expression's type).
-    pub fn compile_with_variables(
+    /// Like [`Expression::compile`], in the environment of one field of an admission policy.
+    pub fn compile_in(
         source: &str,
         structs: bool,
-        variables: Option<&[(String, CelType)]>,
+        declarations: &Declarations<'_>,
     ) -> Result<Self, String> {
         let program = ENVIRONMENT.compile(source).map_err(|e| e.message)?;
         let mut declared = vec![
             ("request", admission_request_type()),
             ("namespaceObject", namespace_object_type()),
+            (
+                "authorizer",
+                CelType::Opaque("kubernetes.authorization.Authorizer"),
+            ),
         ];
-        if let Some(variables) = variables {
-            declared.push((
+        let mut undeclared = Vec::new();
+        match declarations.variables {
+            Variables::Dyn => {}
+            Variables::Undeclared => undeclared.push("variables"),
+            Variables::Typed(variables) => declared.push((
                 "variables",
                 DeclaredObject::object_type("kubernetes.variables", variables.to_vec()),
-            ));
+            )),
         }
-        let output_type = ENVIRONMENT.type_check(source, &declared)?;
+        if !declarations.params {
+            undeclared.push("params");
+        }
+        if !structs {
+            undeclared.push("jsonpatch");
+        }
+        let output_type = ENVIRONMENT.type_check(source, &declared, &undeclared)?;
         let mut variables_used = BTreeSet::new();
         let mut identifiers = BTreeSet::new();
         // The environment parsed it already; a parse failure here (a macro only the

@@ -171,8 +171,9 @@ fn two_var(
             let init = h.next_expr(Expr::List(ListExpr::new(Vec::new())));
             let cond = boolean(h, true);
             let element = if matches!(fold, Fold::TransformMap) {
+                // A call, not a list literal: the literal's items would have to be alike.
                 let key = ident(h, &first);
-                h.next_expr(Expr::List(ListExpr::new(vec![key, body])))
+                call(h, "@entry", vec![key, body])
             } else {
                 body
             };

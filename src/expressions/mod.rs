@@ -37,7 +37,7 @@ use cel::{Context, Env, ExecutionError};
 
 pub use activation::{Activation, AuthorizationCheck, AuthorizationDecision, Authorizer};
 pub use convert::{cel_to_json, json_to_cel, json_to_val};
-pub use expression::{Expression, type_name};
+pub use expression::{Declarations, Expression, Variables, type_name};
 pub use types::{
     CelType, DeclaredObject, ObjectFields, admission_request_type, namespace_object_type,
 };
@@ -255,7 +255,8 @@ impl CelEnvironment {
             .max_recursion_depth(self.limits.max_nesting)
             .parse_with_source_info(source)
             .map_err(|errors| CelCompileError {
-                message: errors.to_string(),
+                // cel-go indents the source and caret lines by one space.
+                message: errors.to_string().replace("\n| ", "\n | "),
             })?;
         if let Some((id, depth)) = nesting::deepest(&expression, max_depth) {
             return Err(CelCompileError {
@@ -292,11 +293,13 @@ impl CelEnvironment {
     /// does for `status.typeChecking`: the output type, or every issue found, each as cel-go
     /// prints it (`ERROR: <input>:1:12: undefined field 'x'` with the line and a caret), in
     /// source order, joined by newlines. An expression that does not parse has no type
-    /// issues (`dyn`): compiling it reports the error.
+    /// issues (`dyn`): compiling it reports the error. `undeclared` names environment
+    /// variables this expression may not use.
     pub fn type_check(
         &self,
         source: &str,
         declared: &[(&str, CelType)],
+        undeclared: &[&str],
     ) -> Result<CelType, String> {
         let Ok((expression, info)) = self
             .env
@@ -307,7 +310,7 @@ impl CelEnvironment {
         else {
             return Ok(CelType::Dyn);
         };
-        let (output, issues) = types::infer(&expression, declared);
+        let (output, issues) = types::infer(&expression, declared, undeclared);
         if issues.is_empty() {
             return Ok(output);
         }

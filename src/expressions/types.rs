@@ -420,9 +420,14 @@ pub struct TypeIssue {
 }
 
 /// Infers the type of `expr` with `declared` variables; returns it and the issues found.
-pub(super) fn infer(expr: &IdedExpr, declared: &[(&str, CelType)]) -> (CelType, Vec<TypeIssue>) {
+pub(super) fn infer(
+    expr: &IdedExpr,
+    declared: &[(&str, CelType)],
+    undeclared: &[&str],
+) -> (CelType, Vec<TypeIssue>) {
     let mut checker = Checker {
         declared,
+        undeclared,
         scope: Vec::new(),
         issues: Vec::new(),
         literal_issues: Vec::new(),
@@ -440,6 +445,9 @@ pub(super) fn infer(expr: &IdedExpr, declared: &[(&str, CelType)]) -> (CelType, 
 
 struct Checker<'d> {
     declared: &'d [(&'d str, CelType)],
+    /// Variables of the environment that this expression's field does not have (`params`
+    /// without `paramKind`, `variables` without `spec.variables` or in match conditions).
+    undeclared: &'d [&'d str],
     scope: Vec<(String, CelType)>,
     issues: Vec<TypeIssue>,
     /// Items of list and map literals unlike the first (cel-go's homogeneous aggregate
@@ -474,6 +482,7 @@ const FUNCTION_NAMESPACES: &[&str] = &[
     "math",
     "cel",
     "jsonpatch",
+    "format",
 ];
 
 fn no_overload(name: &str, args: &[&CelType]) -> String {
@@ -537,6 +546,15 @@ impl Checker<'_> {
                 LiteralValue::String(_) => CelType::String,
                 LiteralValue::UInt(_) => CelType::Uint,
             },
+            Expr::Ident(name)
+                if self.undeclared.contains(&name.as_str())
+                    && !self.scope.iter().any(|(n, _)| n == name) =>
+            {
+                self.report(
+                    expr.id,
+                    format!("undeclared reference to '{name}' (in container '')"),
+                )
+            }
             Expr::Ident(name) => self.lookup(name),
             Expr::Select(select) => {
                 if self.qualified_library_name(expr) {
@@ -624,6 +642,19 @@ impl Checker<'_> {
             }
             Expr::Comprehension(c) => {
                 let range = self.expr(&c.iter_range);
+                if !matches!(range, CelType::List(_) | CelType::Map(..))
+                    && !range.is_dyn()
+                    && range.printable()
+                {
+                    self.report(
+                        c.iter_range.id,
+                        format!(
+                            "expression of type '{}' cannot be range of a comprehension (must \
+                             be list, map, or dynamic)",
+                            CheckerName(&range)
+                        ),
+                    );
+                }
                 let (first, second) = match (&range, c.iter_var2.is_some()) {
                     (CelType::List(item), false) => (item.as_ref().clone(), CelType::Dyn),
                     (CelType::List(item), true) => (CelType::Int, item.as_ref().clone()),
@@ -706,6 +737,13 @@ impl Checker<'_> {
                 CelType::Error => CelType::Error,
                 t => CelType::Optional(Box::new(t)),
             },
+            // The authorizer's one field; library objects are not judged further.
+            CelType::Opaque("kubernetes.authorization.Authorizer")
+                if field == "requestResource" =>
+            {
+                RESOURCE_CHECK
+            }
+            CelType::Opaque(_) => CelType::Dyn,
             other if other.printable() => self.report(
                 id,
                 format!(
@@ -748,6 +786,12 @@ impl Checker<'_> {
             && FUNCTION_NAMESPACES.contains(&namespace.as_str())
             && !self.in_scope(namespace)
         {
+            if self.undeclared.contains(&namespace.as_str()) {
+                return self.report(
+                    target.id,
+                    format!("undeclared reference to '{namespace}' (in container '')"),
+                );
+            }
             let args: Vec<CelType> = call.args.iter().map(|a| self.expr(a)).collect();
             return self.global(id, &format!("{namespace}.{name}"), &args);
         }
@@ -855,6 +899,15 @@ impl Checker<'_> {
             ("type", _) => T::Type,
             ("optional.of" | "optional.ofNonZeroValue", [t]) => T::Optional(Box::new(t.clone())),
             ("optional.none", []) => T::Optional(Box::new(T::Dyn)),
+            (
+                "quantity" | "url" | "ip" | "cidr" | "semver" | "isQuantity" | "isURL" | "isIP"
+                | "isCIDR" | "isSemver" | "ip.isCanonical",
+                [arg, ..],
+            ) if arg.printable() && !arg.is_dyn() && !matches!(arg, T::String) => {
+                self.overload_error(id, &refs, no_overload(name, &refs))
+            }
+            ("format.named", [_]) => T::Optional(Box::new(T::Opaque("kubernetes.NamedFormat"))),
+            (format, []) if format.starts_with("format.") => T::Opaque("kubernetes.NamedFormat"),
             ("quantity", _) => T::Opaque("kubernetes.Quantity"),
             ("url", _) => T::Opaque("kubernetes.URL"),
             ("ip", _) => T::Opaque("net.IP"),
@@ -871,7 +924,9 @@ impl Checker<'_> {
 
     fn member(&mut self, id: u64, name: &str, target: &CelType, args: &[CelType]) -> CelType {
         use CelType as T;
-        let Some(result) = member_result(name, target, args) else {
+        let Some(result) =
+            library_member(name, target, args).or_else(|| member_result(name, target, args))
+        else {
             return T::Dyn;
         };
         match result {
@@ -966,6 +1021,140 @@ fn binary(name: &str, a: &CelType, b: &CelType) -> Option<CelType> {
     }
 }
 
+const QUANTITY: CelType = CelType::Opaque("kubernetes.Quantity");
+const SEMVER: CelType = CelType::Opaque("kubernetes.Semver");
+const IP: CelType = CelType::Opaque("net.IP");
+const CIDR: CelType = CelType::Opaque("net.CIDR");
+const AUTHORIZER: CelType = CelType::Opaque("kubernetes.authorization.Authorizer");
+const GROUP_CHECK: CelType = CelType::Opaque("kubernetes.authorization.GroupCheck");
+const RESOURCE_CHECK: CelType = CelType::Opaque("kubernetes.authorization.ResourceCheck");
+const PATH_CHECK: CelType = CelType::Opaque("kubernetes.authorization.PathCheck");
+const DECISION: CelType = CelType::Opaque("kubernetes.authorization.Decision");
+
+/// The member functions of the Kubernetes libraries' own types (quantity, semver, IP, CIDR,
+/// URL, named formats, the authorizer), each `(name, receiver, arguments, result)`.
+fn library_signatures() -> Vec<(&'static str, CelType, Vec<CelType>, CelType)> {
+    use CelType as T;
+    let url = T::Opaque("kubernetes.URL");
+    let format = T::Opaque("kubernetes.NamedFormat");
+    let mut table = Vec::new();
+    for (receiver, other) in [(QUANTITY, QUANTITY), (SEMVER, SEMVER)] {
+        table.push(("compareTo", receiver.clone(), vec![other.clone()], T::Int));
+        table.push((
+            "isGreaterThan",
+            receiver.clone(),
+            vec![other.clone()],
+            T::Bool,
+        ));
+        table.push(("isLessThan", receiver, vec![other], T::Bool));
+    }
+    for name in ["add", "sub"] {
+        table.push((name, QUANTITY, vec![QUANTITY], QUANTITY));
+        table.push((name, QUANTITY, vec![T::Int], QUANTITY));
+    }
+    table.push(("isInteger", QUANTITY, vec![], T::Bool));
+    table.push(("asInteger", QUANTITY, vec![], T::Int));
+    table.push(("asApproximateFloat", QUANTITY, vec![], T::Double));
+    for name in ["major", "minor", "patch"] {
+        table.push((name, SEMVER, vec![], T::Int));
+    }
+    table.push(("family", IP, vec![], T::Int));
+    for name in [
+        "isUnspecified",
+        "isLoopback",
+        "isLinkLocalMulticast",
+        "isLinkLocalUnicast",
+        "isGlobalUnicast",
+    ] {
+        table.push((name, IP, vec![], T::Bool));
+    }
+    table.push(("containsIP", CIDR, vec![T::String], T::Bool));
+    table.push(("containsIP", CIDR, vec![IP], T::Bool));
+    table.push(("containsCIDR", CIDR, vec![T::String], T::Bool));
+    table.push(("containsCIDR", CIDR, vec![CIDR], T::Bool));
+    table.push(("ip", CIDR, vec![], IP));
+    table.push(("masked", CIDR, vec![], CIDR));
+    table.push(("prefixLength", CIDR, vec![], T::Int));
+    for name in [
+        "getScheme",
+        "getHost",
+        "getHostname",
+        "getPort",
+        "getEscapedPath",
+    ] {
+        table.push((name, url.clone(), vec![], T::String));
+    }
+    table.push((
+        "getQuery",
+        url,
+        vec![],
+        T::Map(Box::new(T::String), Box::new(T::List(Box::new(T::String)))),
+    ));
+    table.push((
+        "validate",
+        format,
+        vec![T::String],
+        T::Optional(Box::new(T::List(Box::new(T::String)))),
+    ));
+    table.push(("path", AUTHORIZER, vec![T::String], PATH_CHECK));
+    table.push(("group", AUTHORIZER, vec![T::String], GROUP_CHECK));
+    table.push((
+        "serviceAccount",
+        AUTHORIZER,
+        vec![T::String, T::String],
+        AUTHORIZER,
+    ));
+    table.push(("resource", GROUP_CHECK, vec![T::String], RESOURCE_CHECK));
+    for name in [
+        "subresource",
+        "namespace",
+        "name",
+        "fieldSelector",
+        "labelSelector",
+    ] {
+        table.push((name, RESOURCE_CHECK, vec![T::String], RESOURCE_CHECK));
+    }
+    table.push(("check", PATH_CHECK, vec![T::String], DECISION));
+    table.push(("check", RESOURCE_CHECK, vec![T::String], DECISION));
+    table.push(("errored", DECISION, vec![], T::Bool));
+    table.push(("allowed", DECISION, vec![], T::Bool));
+    table.push(("error", DECISION, vec![], T::String));
+    table.push(("reason", DECISION, vec![], T::String));
+    table
+}
+
+/// A member call on a Kubernetes library type: its result, or `Err` when no signature of
+/// that name takes these arguments; `None` for other receivers.
+fn library_member(name: &str, target: &CelType, args: &[CelType]) -> Option<Result<CelType, ()>> {
+    let CelType::Opaque(receiver) = target else {
+        return None;
+    };
+    let table = library_signatures();
+    let mut known = false;
+    for (function, on, parameters, result) in &table {
+        if *function != name || !matches!(on, CelType::Opaque(r) if r == receiver) {
+            continue;
+        }
+        known = true;
+        if parameters.len() == args.len()
+            && parameters.iter().zip(args).all(|(p, a)| a.assignable(p))
+        {
+            return Some(Ok(result.clone()));
+        }
+    }
+    let named_elsewhere = table.iter().any(|(function, ..)| *function == name);
+    if known || named_elsewhere || name == "sign" {
+        // `sign` is a global function of quantities (`sign(q)`), not a member.
+        Some(if args.iter().all(CelType::printable) {
+            Err(())
+        } else {
+            Ok(CelType::Dyn)
+        })
+    } else {
+        None
+    }
+}
+
 /// A member function's result: `None` for a function not judged here (its result is `dyn`),
 /// `Some(Err(()))` when cel-go has no overload for these receiver and argument types.
 fn member_result(name: &str, target: &CelType, args: &[CelType]) -> Option<Result<CelType, ()>> {
@@ -1051,10 +1240,33 @@ fn member_result(name: &str, target: &CelType, args: &[CelType]) -> Option<Resul
         | "getDayOfWeek" | "getHours" | "getMinutes" | "getSeconds" | "getMilliseconds" => {
             Ok(T::Int)
         }
-        "sum" | "min" | "max" => Ok(match target {
-            T::List(item) => item.as_ref().clone(),
-            _ => T::Dyn,
-        }),
+        "sum" | "min" | "max" => match target {
+            T::List(item) if judged && !item.is_dyn() => {
+                let ok = if name == "sum" {
+                    matches!(**item, T::Int | T::Uint | T::Double | T::Duration)
+                } else {
+                    matches!(
+                        **item,
+                        T::Int
+                            | T::Uint
+                            | T::Double
+                            | T::String
+                            | T::Bytes
+                            | T::Bool
+                            | T::Timestamp
+                            | T::Duration
+                    )
+                };
+                if ok {
+                    Ok(item.as_ref().clone())
+                } else {
+                    Err(())
+                }
+            }
+            T::List(item) => Ok(item.as_ref().clone()),
+            _ => Ok(T::Dyn),
+        },
+        "reverse" if judged && matches!(target, T::String) => Err(()),
         // The Kubernetes libraries: every overload of these names has this result type.
         "compareTo" | "sign" | "asInteger" | "family" | "prefixLength" | "major" | "minor"
         | "patch" => Ok(T::Int),
@@ -1073,9 +1285,13 @@ fn member_result(name: &str, target: &CelType, args: &[CelType]) -> Option<Resul
         | "errored"
         | "isSorted" => Ok(T::Bool),
         "asApproximateFloat" => Ok(T::Double),
-        "getScheme" | "getHost" | "getHostname" | "getPort" | "getEscapedPath" | "find"
-        | "reason" | "error" => Ok(T::String),
-        "findAll" => Ok(T::List(Box::new(T::String))),
+        "getScheme" | "getHost" | "getHostname" | "getPort" | "getEscapedPath" | "reason"
+        | "error" => Ok(T::String),
+        "find" => on_string(T::String, &[&[T::String]]),
+        "findAll" => on_string(
+            T::List(Box::new(T::String)),
+            &[&[T::String], &[T::String, T::Int]],
+        ),
         "getQuery" => Ok(T::Map(
             Box::new(T::String),
             Box::new(T::List(Box::new(T::String))),

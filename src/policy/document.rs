@@ -217,8 +217,48 @@ pub fn from_document<T: serde::de::DeserializeOwned>(
     serde_path_to_error::deserialize(value).map_err(|e| {
         let field = e.path().to_string();
         let field = if field == "." { String::new() } else { field };
-        PolicyError::at(source, field, e.into_inner().to_string())
+        let (field, message) = apiserver_wording(field, e.into_inner().to_string());
+        PolicyError::at(source, field, message)
     })
+}
+
+/// A decoding error as the apiserver's validation words it: an unknown enum value is
+/// `Unsupported value: "X": supported values: "A", "B"` (sorted), a missing field is
+/// `<field>: Required value`; other errors stay as decoded.
+fn apiserver_wording(field: String, message: String) -> (String, String) {
+    let quoted = |text: &str| -> Vec<String> {
+        text.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(ToOwned::to_owned)
+            .collect()
+    };
+    if let Some(rest) = message.strip_prefix("unknown variant ") {
+        let names = quoted(rest);
+        if let Some((value, supported)) = names.split_first() {
+            let mut supported = supported.to_vec();
+            supported.sort();
+            let supported: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+            return (
+                field,
+                format!(
+                    "Unsupported value: {value:?}: supported values: {}",
+                    supported.join(", ")
+                ),
+            );
+        }
+    }
+    if let Some(rest) = message.strip_prefix("missing field ")
+        && let [name] = quoted(rest).as_slice()
+    {
+        let field = if field.is_empty() {
+            name.clone()
+        } else {
+            format!("{field}.{name}")
+        };
+        return (field, "Required value".to_owned());
+    }
+    (field, message)
 }
 
 fn recognise(source: DocumentSource, value: Value) -> Result<SourcedDocument, PolicyError> {

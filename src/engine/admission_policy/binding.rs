@@ -6,15 +6,15 @@ use std::sync::Arc;
 use serde_json::Value as Json;
 
 use super::params::ParamStore;
-use super::policy_core::{PolicyCore, check_match_resources, check_selector};
+use super::policy_core::PolicyCore;
 use super::resource_match::ResourceMatcher;
 use super::scope::Scope;
 use super::variables::Variables;
 use crate::admission::AdmissionRequest;
 use crate::engine::NamespaceLookup;
 use crate::engine::cel_input::{CelInput, CelInputCell};
+use crate::policy::PolicyError;
 use crate::policy::admission_policy::{MatchResources, ParamRef, ParameterNotFoundAction};
-use crate::policy::{DocumentSource, PolicyError};
 
 /// A binding, compiled.
 pub(super) struct BindingCore {
@@ -24,32 +24,13 @@ pub(super) struct BindingCore {
 }
 
 impl BindingCore {
+    /// A binding's matcher and parameter reference (validated by
+    /// [`super::field_validation::FieldErrors::binding`]).
     pub(super) fn compile(
-        source: &DocumentSource,
         name: &str,
         param_ref: &Option<ParamRef>,
         match_resources: &Option<MatchResources>,
     ) -> Result<Self, PolicyError> {
-        if let Some(param_ref) = param_ref {
-            if param_ref.name.is_some() == param_ref.selector.is_some() {
-                return Err(PolicyError::at(
-                    source,
-                    "spec.paramRef",
-                    "set exactly one of name and selector",
-                ));
-            }
-            if param_ref.parameter_not_found_action.is_none() {
-                return Err(PolicyError::at(
-                    source,
-                    "spec.paramRef.parameterNotFoundAction",
-                    "required: Allow or Deny",
-                ));
-            }
-            check_selector(source, "spec.paramRef.selector", &param_ref.selector)?;
-        }
-        if let Some(resources) = match_resources {
-            check_match_resources(source, "spec.matchResources", resources)?;
-        }
         Ok(BindingCore {
             name: Arc::from(name),
             param_ref: param_ref.clone(),

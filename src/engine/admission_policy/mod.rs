@@ -9,6 +9,7 @@
 
 pub mod apply_configuration;
 mod binding;
+mod field_validation;
 mod mutating;
 mod params;
 mod policy_core;

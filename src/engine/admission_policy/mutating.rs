@@ -7,6 +7,7 @@ use serde_json::Value as Json;
 use super::AdmissionPolicies;
 use super::apply_configuration::merge_apply_configuration_with;
 use super::binding::BindingCore;
+use super::field_validation::FieldErrors;
 use super::policy_core::PolicyCore;
 use crate::admission::{AdmissionRequest, GroupVersionKind};
 use crate::defaulting::apply_defaults;
@@ -77,6 +78,9 @@ impl MutatingPolicy {
         document: &Document<MutatingPolicySpec>,
     ) -> Result<Self, PolicyError> {
         let spec = &document.spec;
+        let mut errors = FieldErrors::default();
+        errors.policy_common(&document.metadata.name, &spec.common());
+        errors.first(source)?;
         let core = PolicyCore::compile(source, &document.metadata.name, spec.common())?;
         if spec.mutations.is_empty() {
             return Err(PolicyError::at(
@@ -167,8 +171,15 @@ impl MutatingPolicy {
         document: &Document<MutatingBindingSpec>,
     ) -> Result<(), PolicyError> {
         let spec = &document.spec;
+        let mut errors = FieldErrors::default();
+        errors.binding(
+            &document.metadata.name,
+            &spec.policy_name,
+            &spec.param_ref,
+            &spec.match_resources,
+        );
+        errors.first(source)?;
         self.bindings.push(BindingCore::compile(
-            source,
             &document.metadata.name,
             &spec.param_ref,
             &spec.match_resources,

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use super::resource_match::ResourceMatcher;
 use super::variables::Variables;
-use crate::expressions::{CelType, Expression};
+use crate::expressions::{CelType, Declarations, Expression, Variables as Declared};
 use crate::names;
-use crate::policy::admission_policy::{FailurePolicy, MatchResources, ParamKind, PolicyCommon};
-use crate::policy::{DocumentSource, LabelSelector, PolicyError};
+use crate::policy::admission_policy::{FailurePolicy, ParamKind, PolicyCommon};
+use crate::policy::{DocumentSource, PolicyError};
 
 /// A compiled expression with where it came from, for load errors.
 pub(super) fn compile_expression(
@@ -17,9 +17,9 @@ pub(super) fn compile_expression(
     field: &str,
     text: &str,
     structs: bool,
-    variables: Option<&[(String, CelType)]>,
+    declarations: &Declarations<'_>,
 ) -> Result<Expression, PolicyError> {
-    Expression::compile_with_variables(text, structs, variables).map_err(|e| {
+    Expression::compile_in(text, structs, declarations).map_err(|e| {
         PolicyError::at(
             source,
             field,
@@ -58,99 +58,21 @@ pub(super) struct PolicyCore {
     pub(super) variables: Variables,
 }
 
-pub(super) fn check_selector(
-    source: &DocumentSource,
-    field: &str,
-    selector: &Option<LabelSelector>,
-) -> Result<(), PolicyError> {
-    let Some(selector) = selector else {
-        return Ok(());
-    };
-    for (i, requirement) in selector.match_expressions.iter().enumerate() {
-        let ok = match requirement.operator.as_str() {
-            "In" | "NotIn" => !requirement.values.is_empty(),
-            "Exists" | "DoesNotExist" => requirement.values.is_empty(),
-            _ => false,
-        };
-        if !ok {
-            return Err(PolicyError::at(
-                source,
-                format!("{field}.matchExpressions[{i}]"),
-                "operator must be In or NotIn with values, or Exists or DoesNotExist without",
-            ));
-        }
-    }
-    Ok(())
-}
-
-pub(super) fn check_match_resources(
-    source: &DocumentSource,
-    field: &str,
-    resources: &MatchResources,
-) -> Result<(), PolicyError> {
-    check_selector(
-        source,
-        &format!("{field}.namespaceSelector"),
-        &resources.namespace_selector,
-    )?;
-    check_selector(
-        source,
-        &format!("{field}.objectSelector"),
-        &resources.object_selector,
-    )?;
-    for (list, rules) in [
-        ("resourceRules", &resources.resource_rules),
-        ("excludeResourceRules", &resources.exclude_resource_rules),
-    ] {
-        for (i, rule) in rules.iter().enumerate() {
-            for op in &rule.operations {
-                if !matches!(
-                    op.as_str(),
-                    "*" | "CREATE" | "UPDATE" | "DELETE" | "CONNECT"
-                ) {
-                    return Err(PolicyError::at(
-                        source,
-                        format!("{field}.{list}[{i}].operations"),
-                        format!("unsupported operation {op:?}"),
-                    ));
-                }
-            }
-            if let Some(scope) = &rule.scope
-                && !matches!(scope.as_str(), "*" | "Cluster" | "Namespaced")
-            {
-                return Err(PolicyError::at(
-                    source,
-                    format!("{field}.{list}[{i}].scope"),
-                    format!("unsupported scope {scope:?}: use *, Cluster or Namespaced"),
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
 impl PolicyCore {
     pub(super) fn compile(
         source: &DocumentSource,
         name: &str,
         common: PolicyCommon<'_>,
     ) -> Result<Self, PolicyError> {
+        // Validated before (`FieldErrors::policy_common`).
         let Some(constraints) = common.match_constraints else {
             return Err(PolicyError::at(
                 source,
                 "spec.matchConstraints",
-                "required: the requests the policy applies to",
+                "Required value",
             ));
         };
-        if constraints.resource_rules.is_empty() {
-            return Err(PolicyError::at(
-                source,
-                "spec.matchConstraints.resourceRules",
-                "required: at least one rule",
-            ));
-        }
-        check_match_resources(source, "spec.matchConstraints", constraints)?;
-        let variables = Variables::compile(common.variables, source)?;
+        let variables = Variables::compile(common.variables, source, common.param_kind.is_some())?;
         let mut conditions = Vec::new();
         if common.match_conditions.len() > MAX_MATCH_CONDITIONS {
             return Err(PolicyError::at(
@@ -182,20 +104,13 @@ impl PolicyCore {
                     format!("Duplicate value: {:?}", condition.name),
                 ));
             }
+            // The apiserver compiles match conditions without `variables`.
+            let declarations = Declarations {
+                variables: Declared::Undeclared,
+                params: common.param_kind.is_some(),
+            };
             let expression =
-                compile_expression(source, &field, &condition.expression, false, None)?;
-            // The apiserver compiles match conditions in an environment without `variables`.
-            if expression.uses("variables") {
-                return Err(PolicyError::at(
-                    source,
-                    &field,
-                    format!(
-                        "Invalid value: {:?}: compilation failed: undeclared reference to \
-                         'variables' (match conditions cannot use variables)",
-                        condition.expression
-                    ),
-                ));
-            }
+                compile_expression(source, &field, &condition.expression, false, &declarations)?;
             expect_output(source, &field, &expression, &[CelType::Bool])?;
             conditions.push((condition.name.clone(), expression));
         }
@@ -209,6 +124,19 @@ impl PolicyCore {
         })
     }
 
+    /// What the policy's fields other than match conditions declare: `params` with a
+    /// `paramKind`, `variables` (typed) with `spec.variables`.
+    fn declarations(&self) -> Declarations<'_> {
+        Declarations {
+            variables: if self.variables.names.is_empty() {
+                Declared::Undeclared
+            } else {
+                Declared::Typed(&self.variables.types)
+            },
+            params: self.param_kind.is_some(),
+        }
+    }
+
     /// Compiles one more expression of the policy (validations, messages, mutations …).
     pub(super) fn expression(
         &self,
@@ -217,8 +145,7 @@ impl PolicyCore {
         text: &str,
         structs: bool,
     ) -> Result<Expression, PolicyError> {
-        let expression =
-            compile_expression(source, field, text, structs, Some(&self.variables.types))?;
+        let expression = compile_expression(source, field, text, structs, &self.declarations())?;
         self.variables.check(&expression, source, field)?;
         Ok(expression)
     }

@@ -124,7 +124,7 @@ pub(super) fn check_policy(
                     DeclaredObject::object_type("kubernetes.variables", variables.clone()),
                 ));
                 let output = environment
-                    .type_check(&variable.expression, &with_variables)
+                    .type_check(&variable.expression, &with_variables, &[])
                     .map_or(CelType::Dyn, |t| t.as_variable());
                 variables.push((variable.name.clone(), output));
             }
@@ -140,7 +140,7 @@ pub(super) fn check_policy(
             .iter()
             .filter_map(|(gvk, declared)| {
                 environment
-                    .type_check(expression, declared)
+                    .type_check(expression, declared, &[])
                     .err()
                     .map(|issues| format!("{}: {issues}\n", gvk_string(gvk)))
             })

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::AdmissionPolicies;
 use super::binding::{BindingCore, Bound};
+use super::field_validation::FieldErrors;
 use super::policy_core::{PolicyCore, expect_output};
 use crate::admission::AdmissionRequest;
 use crate::engine::audit_annotation_key;
@@ -58,14 +59,21 @@ impl ValidatingPolicy {
         document: &Document<ValidatingPolicySpec>,
     ) -> Result<Self, PolicyError> {
         let spec = &document.spec;
-        let core = PolicyCore::compile(source, &document.metadata.name, spec.common())?;
+        let mut errors = FieldErrors::default();
+        errors.policy_common(&document.metadata.name, &spec.common());
+        for (i, validation) in spec.validations.iter().enumerate() {
+            errors.validation(i, validation);
+        }
+        errors.audit_annotations(&document.metadata.name, &spec.audit_annotations);
+        errors.first(source)?;
         if spec.validations.is_empty() && spec.audit_annotations.is_empty() {
             return Err(PolicyError::at(
                 source,
                 "spec.validations",
-                "validations or auditAnnotations must contain at least one item",
+                "Required value: validations or auditAnnotations must contain at least one item",
             ));
         }
+        let core = PolicyCore::compile(source, &document.metadata.name, spec.common())?;
         let mut validations = Vec::new();
         for (i, validation) in spec.validations.iter().enumerate() {
             let field = format!("spec.validations[{i}]");
@@ -76,6 +84,7 @@ impl ValidatingPolicy {
             let message_expression = validation
                 .message_expression
                 .as_deref()
+                .filter(|text| !text.is_empty())
                 .map(|text| {
                     let message_field = format!("{field}.messageExpression");
                     let expression = core.expression(source, &message_field, text, false)?;
@@ -83,27 +92,6 @@ impl ValidatingPolicy {
                     Ok::<_, PolicyError>(expression)
                 })
                 .transpose()?;
-            if let Some(message) = &validation.message
-                && message.contains('\n')
-            {
-                return Err(PolicyError::at(
-                    source,
-                    format!("{field}.message"),
-                    "message must not contain line breaks",
-                ));
-            }
-            if let Some(reason) = &validation.reason
-                && !SUPPORTED_REASONS.contains(&reason.as_str())
-            {
-                return Err(PolicyError::at(
-                    source,
-                    format!("{field}.reason"),
-                    format!(
-                        "Unsupported value: \"{reason}\": supported values: \"Forbidden\", \
-                         \"Invalid\", \"RequestEntityTooLarge\""
-                    ),
-                ));
-            }
             validations.push(PolicyValidation {
                 expression,
                 message: validation.message.clone(),
@@ -114,15 +102,6 @@ impl ValidatingPolicy {
         let mut audit_annotations = Vec::new();
         for (i, annotation) in spec.audit_annotations.iter().enumerate() {
             let field = format!("spec.auditAnnotations[{i}]");
-            if annotation.key.is_empty()
-                || audit_annotations.iter().any(|(k, _)| k == &annotation.key)
-            {
-                return Err(PolicyError::at(
-                    source,
-                    format!("{field}.key"),
-                    "must be non-empty and unique",
-                ));
-            }
             let value_field = format!("{field}.valueExpression");
             let expression =
                 core.expression(source, &value_field, &annotation.value_expression, false)?;
@@ -150,32 +129,16 @@ impl ValidatingPolicy {
     ) -> Result<(), PolicyError> {
         let spec = &document.spec;
         let actions = &spec.validation_actions;
-        if actions.is_empty() {
-            return Err(PolicyError::at(
-                source,
-                "spec.validationActions",
-                "required: at least one of Deny, Warn, Audit",
-            ));
-        }
-        for (i, action) in actions.iter().enumerate() {
-            if actions[..i].contains(action) {
-                return Err(PolicyError::at(
-                    source,
-                    format!("spec.validationActions[{i}]"),
-                    format!("duplicate action {action:?}"),
-                ));
-            }
-        }
-        if actions.contains(&ValidationAction::Deny) && actions.contains(&ValidationAction::Warn) {
-            return Err(PolicyError::at(
-                source,
-                "spec.validationActions",
-                "must not contain both Deny and Warn (repeating the same validation failure \
-                 information in the API response and headers serves no purpose)",
-            ));
-        }
+        let mut errors = FieldErrors::default();
+        errors.binding(
+            &document.metadata.name,
+            &spec.policy_name,
+            &spec.param_ref,
+            &spec.match_resources,
+        );
+        errors.validation_actions(actions);
+        errors.first(source)?;
         let core = BindingCore::compile(
-            source,
             &document.metadata.name,
             &spec.param_ref,
             &spec.match_resources,
@@ -198,9 +161,6 @@ impl ValidatingPolicy {
 }
 
 /// One failed (or errored) validation, before the binding's actions route it.
-/// The `reason`s a validation may name, as the apiserver's API allows them.
-const SUPPORTED_REASONS: [&str; 3] = ["Forbidden", "Invalid", "RequestEntityTooLarge"];
-
 struct Failure {
     message: String,
     reason: Option<String>,

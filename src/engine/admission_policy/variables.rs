@@ -3,7 +3,7 @@
 //! declared before it).
 
 use super::policy_core::compile_expression;
-use crate::expressions::{CelType, Expression};
+use crate::expressions::{CelType, Declarations, Expression, Variables as Declared};
 use crate::policy::admission_policy::NamedExpression;
 use crate::policy::{DocumentSource, PolicyError};
 
@@ -57,41 +57,21 @@ impl Variables {
     pub(super) fn compile(
         specs: &[NamedExpression],
         source: &DocumentSource,
+        params: bool,
     ) -> Result<Self, PolicyError> {
         let mut variables = Variables::default();
         for (i, spec) in specs.iter().enumerate() {
             let field = format!("spec.variables[{i}].expression");
-            let name_field = format!("spec.variables[{i}].name");
-            if spec.name.trim().is_empty() {
-                return Err(PolicyError::at(
-                    source,
-                    name_field,
-                    "Required value: name is not specified",
-                ));
-            }
-            if !is_cel_identifier(&spec.name) {
-                return Err(PolicyError::at(
-                    source,
-                    name_field,
-                    format!(
-                        "Invalid value: {:?}: must be a valid CEL identifier",
-                        spec.name
-                    ),
-                ));
-            }
-            if variables.names.contains(&spec.name) {
-                return Err(PolicyError::at(
-                    source,
-                    name_field,
-                    format!("Duplicate value: {:?}", spec.name),
-                ));
-            }
+            // Names are validated before (`FieldErrors::policy_common`).
             let expression = compile_expression(
                 source,
                 &field,
                 &spec.expression,
                 false,
-                Some(&variables.types),
+                &Declarations {
+                    variables: Declared::Typed(&variables.types),
+                    params,
+                },
             )?;
             let closure = variables.needed(&expression).map_err(|name| {
                 PolicyError::at(
@@ -123,7 +103,7 @@ impl Variables {
             let index = self
                 .names
                 .iter()
-                .position(|n| n == name)
+                .rposition(|n| n == name)
                 .ok_or_else(|| name.clone())?;
             needed.extend(&self.closures[index]);
         }

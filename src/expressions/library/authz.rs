@@ -75,6 +75,8 @@ pub(super) fn authz_member(function: &str, args: &[Value]) -> Fallible {
         "namespace" => next.check.namespace = arg,
         "name" => next.check.name = arg,
         "path" => next.check.path = arg,
+        "fieldSelector" => next.check.field_selector = arg,
+        "labelSelector" => next.check.label_selector = arg,
         "serviceAccount" => {
             let name = str_arg(function, args, 2)?.to_owned();
             next.check.service_account = Some((arg, name));

@@ -117,3 +117,13 @@ pub(super) fn escape_key(args: &[Value]) -> Fallible {
         key.replace('~', "~0").replace('/', "~1"),
     )))
 }
+
+/// `list.first()`: the first item as an optional (cel-go's lists extension, version 3).
+pub(super) fn first(args: &[Value]) -> Fallible {
+    Ok(optional(list_arg("first", args, 0)?.first().cloned()))
+}
+
+/// `list.last()`: the last item as an optional.
+pub(super) fn last(args: &[Value]) -> Fallible {
+    Ok(optional(list_arg("last", args, 0)?.last().cloned()))
+}

@@ -2,11 +2,10 @@
 //!
 //! Provided by `cel` 0.15 and used as is: the standard library, optionals, the strings
 //! extension (`charAt`, `indexOf`, `lastIndexOf`, `lowerAscii`, `upperAscii`, `replace`, `split`,
-//! `substring`, `trim`, `join`, `format`, `strings.quote`, `reverse`), the lists extension
-//! (`slice`, `flatten`, `distinct`, `reverse`, `sort`, `sortBy`, `lists.range`), math
-//! (`math.greatest`, `least`, `ceil`, `floor`, `round`, `trunc`, `abs`, `sign`, `isNaN`, `isInf`,
-//! `isFinite`, `bitAnd`, `bitOr`, `bitXor`, `bitNot`, `bitShiftLeft`, `bitShiftRight`, `sqrt`),
-//! and `base64.encode` / `base64.decode`.
+//! `substring`, `trim`, `join`, `format`, `strings.quote`), the lists extension (`slice`,
+//! `flatten`, `distinct`, `reverse`, `sort`, `sortBy`, `lists.range`, `first`, `last`). The
+//! crate's math and encoders extensions and `cel.bind` are not declared: Kubernetes v1.37 has
+//! none of them (the apiserver refuses `math.*`, `base64.*` and `cel.bind` at create).
 //!
 //! Added here: Kubernetes lists (`isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf`),
 //! sets, regex (`find`, `findAll`, and a caching `matches`), `url`, `ip`, `cidr`, `quantity`,
@@ -59,8 +58,6 @@ pub(crate) const GLOBAL_FUNCTIONS: &[(&str, &[usize])] = &[
     ("optional.of", &[1]),
     ("optional.none", &[0]),
     ("optional.ofNonZeroValue", &[1]),
-    ("base64.encode", &[1]),
-    ("base64.decode", &[1]),
     ("lists.range", &[1]),
     ("strings.quote", &[1]),
     // Kubernetes
@@ -132,6 +129,10 @@ pub(crate) const MEMBER_FUNCTIONS: &[(&str, &[usize])] = &[
     ("flatten", &[0, 1]),
     ("distinct", &[0]),
     ("sort", &[0]),
+    ("first", &[0]),
+    ("last", &[0]),
+    ("fieldSelector", &[1]),
+    ("labelSelector", &[1]),
     // Kubernetes
     ("isSorted", &[0]),
     ("sum", &[0]),
@@ -264,6 +265,7 @@ pub(super) fn register(env: &mut Env) {
     // internal
     global(env, "@budget", 1, budget);
     global(env, "@pairs", 1, overload!(pairs));
+    global(env, "@entry", 2, overload!(entry));
     global(env, "@mapFromPairs", 1, overload!(map_from_pairs));
     global(env, "@mapFromMaps", 1, overload!(map_from_maps));
     global(env, "@matches", 2, regex_matches);
@@ -278,6 +280,8 @@ pub(super) fn register(env: &mut Env) {
     member(env, "indexOf", 1, overload!(list_index_of));
     member(env, "lastIndexOf", 1, overload!(list_last_index_of));
     member(env, "includes", 1, overload!(includes));
+    member(env, "first", 0, overload!(first));
+    member(env, "last", 0, overload!(last));
     // sets
     global(env, "sets.contains", 2, overload!(sets_contains));
     global(env, "sets.equivalent", 2, overload!(sets_equivalent));
@@ -401,6 +405,8 @@ pub(super) fn register(env: &mut Env) {
             "namespace",
             "name",
             "path",
+            "fieldSelector",
+            "labelSelector",
             "check"
         ]
     );
@@ -509,6 +515,11 @@ fn pairs(args: &[Value]) -> Fallible {
         _ => return Err(no_overload("comprehension", args)),
     };
     Ok(Value::List(Arc::new(pairs)))
+}
+
+/// `[key, value]`, for `transformMap`'s steps.
+fn entry(args: &[Value]) -> Fallible {
+    Ok(Value::List(Arc::new(args.to_vec())))
 }
 
 fn map_from_pairs(args: &[Value]) -> Fallible {
