@@ -927,8 +927,9 @@ impl AuditLog {
         self.args.iter().map(String::as_str).collect()
     }
 
-    /// The audit annotations of each request in `ids` (policy keys only: the authorizer's are
-    /// left out), waiting until every one is in the log.
+    /// The audit annotations of each request in `ids` (policy keys only: the authorizer's, and
+    /// the latency trace the apiserver adds to a request slower than its threshold on a busy
+    /// machine, are left out), waiting until every one is in the log.
     fn annotations<'i>(
         &self,
         ids: impl Iterator<Item = &'i str>,
@@ -950,7 +951,10 @@ impl AuditLog {
                     .as_object()
                     .into_iter()
                     .flatten()
-                    .filter(|(key, _)| !key.starts_with("authorization.k8s.io/"))
+                    .filter(|(key, _)| {
+                        !key.starts_with("authorization.k8s.io/")
+                            && !key.starts_with("apiserver.latency.k8s.io/")
+                    })
                     .map(|(key, value)| {
                         (key.clone(), value.as_str().unwrap_or_default().to_owned())
                     })
