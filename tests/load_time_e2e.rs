@@ -211,22 +211,6 @@ const KNOWN: &[(&str, &str)] = &[
         "cel-go lists every undeclared name; Portcullis reports the first",
     ),
     (
-        "map-apply-string",
-        "MutatingAdmissionPolicy output types (Object, list(JSONPatch)) are not checked",
-    ),
-    (
-        "map-apply-dyn",
-        "MutatingAdmissionPolicy output types (Object, list(JSONPatch)) are not checked",
-    ),
-    (
-        "map-jsonpatch-not-list",
-        "MutatingAdmissionPolicy output types (Object, list(JSONPatch)) are not checked",
-    ),
-    (
-        "map-jsonpatch-strings",
-        "MutatingAdmissionPolicy output types (Object, list(JSONPatch)) are not checked",
-    ),
-    (
         "map-jsonpatch-typo",
         "JSONPatch{…} field names and types are not checked",
     ),

@@ -39,7 +39,8 @@ pub use activation::{Activation, AuthorizationCheck, AuthorizationDecision, Auth
 pub use convert::{cel_to_json, json_to_cel, json_to_val};
 pub use expression::{Declarations, Expression, Variables, type_name};
 pub use types::{
-    CelType, DeclaredObject, ObjectFields, admission_request_type, namespace_object_type,
+    CelType, DeclaredObject, ObjectFields, admission_request_type, apply_configuration_type,
+    json_patch_list_type, namespace_object_type,
 };
 
 /// The top-level variables of the admission environment (VAP; MAP adds none).

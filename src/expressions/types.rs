@@ -65,6 +65,32 @@ pub trait ObjectFields: Send + Sync {
     fn name(&self) -> Option<&str>;
 }
 
+/// The type of a mutation's struct literal (`Object{…}`, `Object.spec{…}`, `JSONPatch{…}`):
+/// named, its fields not judged.
+struct StructLiteral(String);
+
+impl ObjectFields for StructLiteral {
+    fn field(&self, _: &str) -> Option<CelType> {
+        Some(CelType::Dyn)
+    }
+
+    fn name(&self) -> Option<&str> {
+        Some(&self.0)
+    }
+}
+
+/// The type a MutatingAdmissionPolicy's `applyConfiguration` must evaluate to (`Object`).
+pub fn apply_configuration_type() -> CelType {
+    CelType::Object(Arc::new(StructLiteral("Object".to_owned())))
+}
+
+/// The type a MutatingAdmissionPolicy's `jsonPatch` must evaluate to (`list(JSONPatch)`).
+pub fn json_patch_list_type() -> CelType {
+    CelType::List(Box::new(CelType::Object(Arc::new(StructLiteral(
+        "JSONPatch".to_owned(),
+    )))))
+}
+
 /// An object type with a fixed list of fields.
 pub struct DeclaredObject {
     name: &'static str,
@@ -638,7 +664,7 @@ impl Checker<'_> {
                         }
                     }
                 }
-                CelType::Dyn
+                CelType::Object(Arc::new(StructLiteral(s.type_name.clone())))
             }
             Expr::Comprehension(c) => {
                 let range = self.expr(&c.iter_range);

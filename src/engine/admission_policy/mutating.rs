@@ -8,13 +8,13 @@ use super::AdmissionPolicies;
 use super::apply_configuration::merge_apply_configuration_with;
 use super::binding::BindingCore;
 use super::field_validation::FieldErrors;
-use super::policy_core::PolicyCore;
+use super::policy_core::{PolicyCore, expect_output};
 use crate::admission::{AdmissionRequest, GroupVersionKind};
 use crate::defaulting::apply_defaults;
 use crate::engine::cel_input::CelInputCell;
 use crate::engine::{Decision, NamespaceLookup, PolicyOutcome, Violation};
-use crate::expressions::Expression;
 use crate::expressions::cel_to_json;
+use crate::expressions::{Expression, apply_configuration_type, json_patch_list_type};
 use crate::patch::json_patch::{PatchError, apply_operation};
 use crate::policy::admission_policy::{
     Document, FailurePolicy, MutatingBindingSpec, MutatingPolicySpec, PatchType, ReinvocationPolicy,
@@ -98,20 +98,16 @@ impl MutatingPolicy {
                 &mutation.apply_configuration,
             ) {
                 (PatchType::JsonPatch, Some(patch), None) => {
-                    CompiledMutation::JsonPatch(core.expression(
-                        source,
-                        &format!("{field}.jsonPatch.expression"),
-                        &patch.expression,
-                        true,
-                    )?)
+                    let at = format!("{field}.jsonPatch.expression");
+                    let expression = core.expression(source, &at, &patch.expression, true)?;
+                    expect_output(source, &at, &expression, &[json_patch_list_type()])?;
+                    CompiledMutation::JsonPatch(expression)
                 }
                 (PatchType::ApplyConfiguration, None, Some(apply)) => {
-                    CompiledMutation::ApplyConfiguration(core.expression(
-                        source,
-                        &format!("{field}.applyConfiguration.expression"),
-                        &apply.expression,
-                        true,
-                    )?)
+                    let at = format!("{field}.applyConfiguration.expression");
+                    let expression = core.expression(source, &at, &apply.expression, true)?;
+                    expect_output(source, &at, &expression, &[apply_configuration_type()])?;
+                    CompiledMutation::ApplyConfiguration(expression)
                 }
                 (PatchType::JsonPatch, _, _) => {
                     return Err(PolicyError::at(
