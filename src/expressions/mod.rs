@@ -311,7 +311,10 @@ impl CelEnvironment {
         else {
             return Ok(CelType::Dyn);
         };
-        let (output, issues) = types::infer(&expression, declared, undeclared);
+        let (output, mut issues) = types::infer(&expression, declared, undeclared);
+        if issues.is_empty() {
+            issues = self.constant_argument_issues(&expression);
+        }
         if issues.is_empty() {
             return Ok(output);
         }
@@ -334,6 +337,94 @@ impl CelEnvironment {
             .map(|(_, message)| message)
             .collect::<Vec<_>>()
             .join("\n"))
+    }
+}
+
+impl CelEnvironment {
+    /// cel-go's validators of constant arguments: a `timestamp('…')`, `duration('…')` or
+    /// `matches('…')` whose literal argument does not parse is refused at create (`invalid
+    /// timestamp argument`), where evaluating it would fail anyway.
+    fn constant_argument_issues(&self, expression: &cel::IdedExpr) -> Vec<types::TypeIssue> {
+        let mut calls = Vec::new();
+        constant_calls(expression, &mut calls);
+        calls
+            .into_iter()
+            .filter(|(_, function, literal)| {
+                let argument = format!("'{literal}'");
+                let source = match *function {
+                    "matches" => format!("''.matches({argument})"),
+                    other => format!("{other}({argument})"),
+                };
+                self.compile(&source)
+                    .is_ok_and(|program| program.evaluate(&Activation::new()).is_err())
+            })
+            .map(|(id, function, _)| types::TypeIssue {
+                id,
+                message: format!("invalid {function} argument"),
+            })
+            .collect()
+    }
+}
+
+/// Calls of `timestamp`, `duration` and `matches` whose argument is a plain string literal
+/// (no quotes or backslashes, so that it can be written back as a literal): the argument's
+/// node, the function, the text.
+fn constant_calls<'e>(expr: &'e cel::IdedExpr, calls: &mut Vec<(u64, &'static str, &'e str)>) {
+    use cel::common::ast::{EntryExpr, Expr, LiteralValue};
+    match &expr.expr {
+        Expr::Call(call) => {
+            let function = match (call.func_name.as_str(), call.target.is_some()) {
+                ("timestamp", false) => Some("timestamp"),
+                ("duration", false) => Some("duration"),
+                ("matches", true) => Some("matches"),
+                _ => None,
+            };
+            if let (Some(function), [argument]) = (function, call.args.as_slice())
+                && let Expr::Literal(LiteralValue::String(text)) = &argument.expr
+                && !text.contains(['\'', '"', '\\', '\n', '\r'])
+            {
+                calls.push((argument.id, function, text.as_ref()));
+            }
+            if let Some(target) = &call.target {
+                constant_calls(target, calls);
+            }
+            for argument in &call.args {
+                constant_calls(argument, calls);
+            }
+        }
+        Expr::Select(select) => constant_calls(&select.operand, calls),
+        Expr::List(list) => list.elements.iter().for_each(|e| constant_calls(e, calls)),
+        Expr::Map(map) => {
+            for entry in &map.entries {
+                match &entry.expr {
+                    EntryExpr::MapEntry(e) => {
+                        constant_calls(&e.key, calls);
+                        constant_calls(&e.value, calls);
+                    }
+                    EntryExpr::StructField(f) => constant_calls(&f.value, calls),
+                }
+            }
+        }
+        Expr::Struct(s) => {
+            for entry in &s.entries {
+                match &entry.expr {
+                    EntryExpr::MapEntry(e) => constant_calls(&e.value, calls),
+                    EntryExpr::StructField(f) => constant_calls(&f.value, calls),
+                }
+            }
+        }
+        Expr::Comprehension(c) => {
+            for e in [
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ] {
+                constant_calls(e, calls);
+            }
+        }
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
     }
 }
 
