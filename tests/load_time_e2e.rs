@@ -171,34 +171,6 @@ const KNOWN: &[(&str, &str)] = &[
         "`[?x]` with a non-optional x is not checked",
     ),
     (
-        "bind",
-        "cel-go lists every undeclared name; Portcullis reports the first",
-    ),
-    (
-        "bind-ok",
-        "cel-go lists every undeclared name; Portcullis reports the first",
-    ),
-    (
-        "math-greatest",
-        "cel-go lists every undeclared name; Portcullis reports the first",
-    ),
-    (
-        "math-abs",
-        "cel-go lists every undeclared name; Portcullis reports the first",
-    ),
-    (
-        "base64-encode",
-        "cel-go lists every undeclared name; Portcullis reports the first",
-    ),
-    (
-        "format-unknown",
-        "cel-go lists every undeclared name; Portcullis reports the first",
-    ),
-    (
-        "jsonpatch-escape-in-vap",
-        "cel-go lists every undeclared name; Portcullis reports the first",
-    ),
-    (
         "map-jsonpatch-typo",
         "JSONPatch{…} field names and types are not checked",
     ),

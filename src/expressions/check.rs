@@ -31,7 +31,7 @@ pub(super) fn check(
     expr: &IdedExpr,
     declared: &[String],
     composition: Option<&[&str]>,
-) -> Result<(), (u64, String)> {
+) -> Result<(), Vec<(u64, String)>> {
     let mut scope = Vec::new();
     walk(expr, declared, composition, &mut scope)
 }
@@ -72,7 +72,7 @@ fn walk<'e>(
     declared: &[String],
     composition: Option<&[&str]>,
     scope: &mut Vec<&'e str>,
-) -> Result<(), (u64, String)> {
+) -> Result<(), Vec<(u64, String)>> {
     match &expr.expr {
         Expr::Ident(name) => {
             if scope.contains(&name.as_str())
@@ -81,10 +81,10 @@ fn walk<'e>(
             {
                 Ok(())
             } else {
-                Err((
+                Err(vec![(
                     expr.id,
                     format!("undeclared reference to '{name}' (in container '')"),
-                ))
+                )])
             }
         }
         Expr::Select(select) => {
@@ -99,7 +99,10 @@ fn walk<'e>(
                 && !scope.contains(&"variables")
                 && !names.contains(&select.field.as_str())
             {
-                return Err((expr.id, format!("undefined field '{}'", select.field)));
+                return Err(vec![(
+                    expr.id,
+                    format!("undefined field '{}'", select.field),
+                )]);
             }
             walk(&select.operand, declared, composition, scope)
         }
@@ -115,13 +118,13 @@ fn walk<'e>(
             }
             EntryExpr::StructField(f) => walk(&f.value, declared, composition, scope),
         }),
-        Expr::Struct(s) if !admission_struct(&s.type_name) => Err((
+        Expr::Struct(s) if !admission_struct(&s.type_name) => Err(vec![(
             expr.id,
             format!(
                 "undeclared reference to '{}' (in container '')",
                 s.type_name
             ),
-        )),
+        )]),
         Expr::Struct(s) => s.entries.iter().try_for_each(|entry| match &entry.expr {
             EntryExpr::MapEntry(e) => walk(&e.value, declared, composition, scope),
             EntryExpr::StructField(f) => walk(&f.value, declared, composition, scope),
@@ -151,7 +154,7 @@ fn walk_call<'e>(
     declared: &[String],
     composition: Option<&[&str]>,
     scope: &mut Vec<&'e str>,
-) -> Result<(), (u64, String)> {
+) -> Result<(), Vec<(u64, String)>> {
     let name = call.func_name.as_str();
     let operator = name.starts_with('_')
         || name.starts_with("!_")
@@ -177,16 +180,27 @@ fn walk_call<'e>(
         // The cel crate expands `math.greatest(…)`/`math.least(…)` as macros; Kubernetes
         // has no math library.
         _ if name.starts_with("math.") => {
-            return Err((
-                id,
-                "undeclared reference to 'math' (in container '')".to_owned(),
-            ));
+            let function = match name {
+                "math.@max" => "greatest",
+                "math.@min" => "least",
+                other => other.trim_start_matches("math."),
+            };
+            return Err(vec![
+                (
+                    id,
+                    "undeclared reference to 'math' (in container '')".to_owned(),
+                ),
+                (
+                    id,
+                    format!("undeclared reference to '{function}' (in container '')"),
+                ),
+            ]);
         }
         _ if operator => {}
         None => match arity_ok(GLOBAL_FUNCTIONS, name, count) {
             Some(true) => {}
-            Some(false) => return Err(no_overload(name)),
-            None => return Err(undeclared(name)),
+            Some(false) => return Err(vec![no_overload(name)]),
+            None => return Err(vec![undeclared(name)]),
         },
         Some(target) => {
             // `sets.contains(a, b)` is a namespaced global function, unless `sets` is a
@@ -201,20 +215,36 @@ fn walk_call<'e>(
                             .args
                             .iter()
                             .try_for_each(|a| walk(a, declared, composition, scope)),
-                        Some(false) => Err(no_overload(&global)),
+                        Some(false) => Err(vec![no_overload(&global)]),
                         // As cel-go: no such function, so the target is read as a variable,
                         // which is not declared.
-                        None => Err((
-                            root_id(target),
-                            format!("undeclared reference to '{root}' (in container '')"),
-                        )),
+                        // cel-go then reports the function's name, and goes on with the
+                        // arguments.
+                        None => {
+                            let mut issues = vec![
+                                (
+                                    root_id(target),
+                                    format!("undeclared reference to '{root}' (in container '')"),
+                                ),
+                                (
+                                    id,
+                                    format!("undeclared reference to '{name}' (in container '')"),
+                                ),
+                            ];
+                            for argument in &call.args {
+                                if let Err(more) = walk(argument, declared, composition, scope) {
+                                    issues.extend(more);
+                                }
+                            }
+                            Err(issues)
+                        }
                     };
                 }
             }
             match arity_ok(MEMBER_FUNCTIONS, name, count) {
                 Some(true) => {}
-                Some(false) => return Err(no_overload(name)),
-                None => return Err(undeclared(name)),
+                Some(false) => return Err(vec![no_overload(name)]),
+                None => return Err(vec![undeclared(name)]),
             }
             walk(target, declared, composition, scope)?;
         }

@@ -264,19 +264,32 @@ impl CelEnvironment {
                 message: position_message(source, &info, id, &too_deep(depth, max_depth)),
             });
         }
-        if let Err((id, message)) = check::check(&expression, &self.variables, composition) {
-            // A macro-expanded `math.greatest(…)` has no node for `math`: point at the name.
-            if message.starts_with("undeclared reference to 'math'") {
-                let offset = info.offset_for(id).map_or(0, |(start, _)| start as usize);
-                let before: String = source.chars().take(offset).collect();
-                if let Some(at) = before.rfind("math") {
-                    return Err(CelCompileError {
-                        message: message_at(source, at, &message),
-                    });
-                }
-            }
+        if let Err(issues) = check::check(&expression, &self.variables, composition) {
+            let mut located: Vec<(usize, String)> = issues
+                .iter()
+                .map(|(id, message)| {
+                    let offset = info.offset_for(*id).map_or(0, |(start, _)| start as usize);
+                    let offset = source
+                        .char_indices()
+                        .map(|(i, _)| i)
+                        .nth(offset)
+                        .unwrap_or(source.len());
+                    // A macro-expanded `math.greatest(…)` has no node for `math`: point at it.
+                    let offset = if message.starts_with("undeclared reference to 'math'") {
+                        source[..offset].rfind("math").unwrap_or(offset)
+                    } else {
+                        offset
+                    };
+                    (offset, message_at(source, offset, message))
+                })
+                .collect();
+            located.sort_by_key(|(offset, _)| *offset);
             return Err(CelCompileError {
-                message: position_message(source, &info, id, &message),
+                message: located
+                    .into_iter()
+                    .map(|(_, message)| message)
+                    .collect::<Vec<_>>()
+                    .join("\n"),
             });
         }
         check::instrument(&mut expression);

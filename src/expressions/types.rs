@@ -813,9 +813,16 @@ impl Checker<'_> {
             && !self.in_scope(namespace)
         {
             if self.undeclared.contains(&namespace.as_str()) {
-                return self.report(
+                self.report(
                     target.id,
                     format!("undeclared reference to '{namespace}' (in container '')"),
+                );
+                for argument in &call.args {
+                    self.expr(argument);
+                }
+                return self.report(
+                    id,
+                    format!("undeclared reference to '{name}' (in container '')"),
                 );
             }
             let args: Vec<CelType> = call.args.iter().map(|a| self.expr(a)).collect();
