@@ -267,3 +267,41 @@ impl Metrics {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::Metrics;
+    use crate::engine::ExpressionWarning;
+
+    fn warning() -> ExpressionWarning {
+        ExpressionWarning {
+            field_ref: "spec.validations[0].expression".to_owned(),
+            warning: "apps/v1, Kind=Deployment: ERROR: …".to_owned(),
+        }
+    }
+
+    #[test]
+    fn type_checking_warnings_follow_the_loaded_set() {
+        let metrics = Metrics::new();
+        let mut loaded = BTreeMap::new();
+        loaded.insert("typo".to_owned(), vec![warning(), warning()]);
+        loaded.insert("clean".to_owned(), Vec::new());
+        metrics.record_type_checking(&loaded);
+        let text = metrics.encode();
+        assert!(
+            text.contains("portcullis_policy_type_checking_warnings{policy=\"typo\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("portcullis_policy_type_checking_warnings{policy=\"clean\"} 0"),
+            "{text}"
+        );
+        // A reload replaces the set: a policy that is gone has no series any more.
+        loaded.remove("typo");
+        metrics.record_type_checking(&loaded);
+        let text = metrics.encode();
+        assert!(!text.contains("policy=\"typo\""), "{text}");
+    }
+}
