@@ -834,3 +834,26 @@ fn manifests_are_defaulted_before_admission() {
     assert_eq!(pod["warnings"], json!([]));
     assert_eq!(pod["patch"], Value::Null);
 }
+
+#[test]
+fn type_checking_warnings_go_to_standard_error() {
+    let output = portcullis(&[
+        "check",
+        "--policies",
+        "tests/fixtures/check/type-checking/policy.yaml",
+        "tests/fixtures/check/deployment.json",
+    ]);
+    // The policy loads and decides (the misspelled field is absent, so `has` is false); the
+    // columns are kube-controller-manager's (a `has()` at its parenthesis).
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(
+        stderr(&output),
+        "warning: ValidatingAdmissionPolicy \"replicas-typo\": spec.validations[0].expression \
+         does not type-check:\n\
+         apps/v1, Kind=Deployment: ERROR: <input>:1:5: undefined field 'replicaz'\n | \
+         !has(object.spec.replicaz) || object.spec.replicaz <= 5\n | ....^\n\
+         ERROR: <input>:1:42: undefined field 'replicaz'\n | \
+         !has(object.spec.replicaz) || object.spec.replicaz <= 5\n | \
+         .........................................^\n"
+    );
+}
