@@ -7,7 +7,7 @@ use cel::common::ast::{
 use super::library::{GLOBAL_FUNCTIONS, MEMBER_FUNCTIONS, OPAQUE_TYPES};
 
 /// Type names an expression may reference as values (`type(x) == int`).
-const TYPE_NAMES: &[&str] = &[
+pub(super) const TYPE_NAMES: &[&str] = &[
     "int",
     "uint",
     "double",

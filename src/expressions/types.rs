@@ -11,6 +11,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use super::check::TYPE_NAMES;
 use cel::common::ast::{CallExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
 
 /// The static type of a CEL value.
@@ -482,21 +483,6 @@ struct Checker<'d> {
     /// How many `format(…)` calls the walk is inside: their literals are exempt.
     in_format: usize,
 }
-
-const TYPE_NAMES: &[&str] = &[
-    "int",
-    "uint",
-    "double",
-    "bool",
-    "string",
-    "bytes",
-    "list",
-    "map",
-    "null_type",
-    "type",
-    "dyn",
-    "optional_type",
-];
 
 /// Namespaces of library functions called as `ns.fn(…)`.
 const FUNCTION_NAMESPACES: &[&str] = &[

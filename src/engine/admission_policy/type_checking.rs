@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::variables::CEL_RESERVED;
 use crate::admission::GroupVersionKind;
 use crate::expressions::{
     CelEnvironment, CelType, DeclaredObject, ObjectFields, admission_request_type,
@@ -261,7 +262,7 @@ impl ObjectFields for SchemaObject {
             // A reserved word names its field unescaped too (`metadata.namespace`), as
             // upstream recognises keywords as field names.
             .or_else(|| {
-                RESERVED
+                CEL_RESERVED
                     .contains(&name)
                     .then(|| object.fields.iter().find(|f| f.name == name))
                     .flatten()
@@ -337,38 +338,13 @@ impl SchemaObject {
     }
 }
 
-/// CEL reserved words: a property so named is reached as `__name__`.
-const RESERVED: &[&str] = &[
-    "true",
-    "false",
-    "null",
-    "in",
-    "as",
-    "break",
-    "const",
-    "continue",
-    "else",
-    "for",
-    "function",
-    "if",
-    "import",
-    "let",
-    "loop",
-    "package",
-    "namespace",
-    "return",
-    "var",
-    "void",
-    "while",
-];
-
 /// A property name as CEL expressions reach it (upstream's `Escape`), or `None` when it cannot
 /// be reached.
 fn escape_field_name(name: &str) -> Option<String> {
     if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
         return None;
     }
-    if RESERVED.contains(&name) {
+    if CEL_RESERVED.contains(&name) {
         return Some(format!("__{name}__"));
     }
     if !name
