@@ -61,7 +61,7 @@ fn recorded_answers_are_the_apiservers() {
     let Some(bin) = e2e_bin() else { return };
     let policies = fixture_policies();
     let cluster = ControlPlane::start(&bin);
-    let version = server_git_version(&cluster);
+    let version = cluster.git_version();
     let map_served = mutating_admission_policy_served(&cluster);
     let (asked, skipped): (Vec<&Policy>, Vec<&Policy>) = policies
         .iter()
@@ -430,16 +430,6 @@ fn describe(answer: &Answer) -> String {
             .collect(),
         Answer::Failed(text) => format!("(not a load error) {text:?}"),
     }
-}
-
-/// The apiserver's `gitVersion`, e.g. `v1.37.2`.
-fn server_git_version(cluster: &ControlPlane) -> String {
-    let version: Value =
-        serde_json::from_str(&cluster.kubectl_ok(&["version", "-o", "json"])).unwrap();
-    version["serverVersion"]["gitVersion"]
-        .as_str()
-        .unwrap()
-        .to_owned()
 }
 
 /// Whether the apiserver serves `admissionregistration.k8s.io/v1` MutatingAdmissionPolicies

@@ -98,7 +98,7 @@ fn type_checking_agrees_with_the_recorded_controller_manager() {
 /// `status` as the status controller wrote it, by policy name.
 fn observe(bin: &Path) -> (String, BTreeMap<String, Value>) {
     let cluster = ControlPlane::start(bin);
-    let version = server_git_version(&cluster);
+    let version = cluster.git_version();
     let crds = fixture(CRDS).display().to_string();
     cluster.kubectl_ok(&["apply", "-f", &crds]);
     cluster.kubectl_ok(&[
@@ -208,16 +208,6 @@ fn numbered_type_names(text: &str) -> String {
     static TYPE_NAME: std::sync::LazyLock<regex::Regex> =
         std::sync::LazyLock::new(|| regex::Regex::new(r"\b([A-Z][A-Za-z]*)[0-9]+\b").unwrap());
     TYPE_NAME.replace_all(text, "${1}#").into_owned()
-}
-
-/// The apiserver's `gitVersion`, e.g. `v1.37.2`.
-fn server_git_version(cluster: &ControlPlane) -> String {
-    let version: Value =
-        serde_json::from_str(&cluster.kubectl_ok(&["version", "-o", "json"])).unwrap();
-    version["serverVersion"]["gitVersion"]
-        .as_str()
-        .unwrap()
-        .to_owned()
 }
 
 /// `observed.json`: each policy's `status.typeChecking` as the controller wrote it.

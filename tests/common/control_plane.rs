@@ -129,6 +129,16 @@ impl ControlPlane {
         serde_json::from_slice(&output.stdout).map_err(|e| e.to_string())
     }
 
+    /// The apiserver's `gitVersion`, e.g. `v1.37.2`.
+    pub fn git_version(&self) -> String {
+        let version: serde_json::Value =
+            serde_json::from_str(&self.kubectl_ok(&["version", "-o", "json"])).unwrap();
+        version["serverVersion"]["gitVersion"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
     /// The apiserver's `major.minor` as `/version` reports it, e.g. `1.30`.
     pub fn server_version(&self) -> String {
         let version: serde_json::Value =
