@@ -5,7 +5,10 @@
   so it measures TLS + HTTP + JSON parse/encode of a small body);
 - pod-100kb-review.json: a compliant Pod CREATE of about 100 KB, grown from
   tests/fixtures/bench/pod-10kb.json: 10 containers (the VAP's limit) with 45 env vars each and
-  the kubectl last-applied-configuration annotation, as `kubectl apply` leaves it.
+  the kubectl last-applied-configuration annotation, as `kubectl apply` leaves it;
+- pod-44-containers-review.json: a small Pod CREATE (about 4 KB) with 44 containers, the object
+  of the isolation run: bench/fixtures/heavy's triple comprehension over its containers costs
+  within the apiserver's per-expression budget at 44 containers (issue 14's measurement).
 
 Deterministic: rerunning it gives the same bytes. Usage: bench/gen_fixtures.py
 """
@@ -87,6 +90,36 @@ def pod_100kb_review(value_len):
     return review
 
 
+def pod_44_containers_review():
+    containers = [{"name": f"c{i}", "image": f"registry.example.com/shop/c{i}:1.0.{i}"}
+                  for i in range(44)]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "fan-out", "namespace": "shop", "labels": {"app": "fan-out"}},
+        "spec": {"containers": containers},
+    }
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "bench-44-containers",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": "fan-out",
+            "namespace": "shop",
+            "operation": "CREATE",
+            "userInfo": {"username": "alice@example.com", "groups": ["system:authenticated"]},
+            "object": pod,
+            "oldObject": None,
+            "dryRun": False,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+        },
+    }
+
+
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
     size = dump(OUT / "configmap-review.json", configmap_review())
@@ -97,6 +130,8 @@ def main():
         value_len += 1
     size = dump(OUT / "pod-100kb-review.json", pod_100kb_review(value_len))
     print(f"bench/fixtures/pod-100kb-review.json {size} bytes")
+    size = dump(OUT / "pod-44-containers-review.json", pod_44_containers_review())
+    print(f"bench/fixtures/pod-44-containers-review.json {size} bytes")
 
 
 if __name__ == "__main__":

@@ -230,6 +230,14 @@ impl Engine {
         self.admission_policies.type_checking().clone()
     }
 
+    /// Whether deciding the request may take long whatever the object's size: an admission
+    /// policy that runs on `endpoint` for its resource and operation nests comprehensions, so
+    /// its work can grow as a power of the object's list lengths. The server decides such
+    /// requests off the async workers.
+    pub fn may_run_long(&self, request: &AdmissionRequest, endpoint: Endpoint) -> bool {
+        self.admission_policies.may_run_long(request, endpoint)
+    }
+
     /// How many rules the engine holds.
     pub fn rule_count(&self) -> usize {
         self.policies

@@ -57,6 +57,7 @@ pub struct Expression {
     variables_used: BTreeSet<String>,
     identifiers: BTreeSet<String>,
     output_type: CelType,
+    comprehension_nesting: usize,
 }
 
 impl std::fmt::Debug for Expression {
@@ -70,6 +71,9 @@ struct References<'e> {
     idents: BTreeSet<&'e str>,
     structs: BTreeSet<&'e str>,
     variables: BTreeSet<&'e str>,
+    /// Comprehensions around the node being walked, and the most seen.
+    nesting: usize,
+    deepest_nesting: usize,
 }
 
 fn walk<'e>(expr: &'e IdedExpr, bound: &mut Vec<&'e str>, refs: &mut References<'e>) {
@@ -100,8 +104,11 @@ fn walk<'e>(expr: &'e IdedExpr, bound: &mut Vec<&'e str>, refs: &mut References<
                 bound.push(second);
             }
             bound.push(&comp.accu_var);
+            refs.nesting += 1;
+            refs.deepest_nesting = refs.deepest_nesting.max(refs.nesting);
             walk(&comp.loop_cond, bound, refs);
             walk(&comp.loop_step, bound, refs);
+            refs.nesting -= 1;
             walk(&comp.result, bound, refs);
             bound.truncate(depth);
         }
@@ -180,6 +187,7 @@ impl Expression {
         let output_type = ENVIRONMENT.type_check(source, &declared, &undeclared)?;
         let mut variables_used = BTreeSet::new();
         let mut identifiers = BTreeSet::new();
+        let mut comprehension_nesting = 0;
         // The environment parsed it already; a parse failure here (a macro only the
         // environment knows) only skips the checks below.
         if let Ok((expression, _)) = PARSER
@@ -197,12 +205,14 @@ impl Expression {
             }
             variables_used = refs.variables.iter().map(|v| (*v).to_owned()).collect();
             identifiers = refs.idents.iter().map(|v| (*v).to_owned()).collect();
+            comprehension_nesting = refs.deepest_nesting;
         }
         Ok(Expression {
             program,
             variables_used,
             identifiers,
             output_type,
+            comprehension_nesting,
         })
     }
 
@@ -228,6 +238,13 @@ impl Expression {
                     .join(" ")
             ),
         })
+    }
+
+    /// How deeply its comprehensions nest (`all`, `exists`, `map`, `filter`, …): 0 without
+    /// any, 2 for a comprehension inside another. The work of an evaluation can grow with the
+    /// object's lists to this power.
+    pub fn comprehension_nesting(&self) -> usize {
+        self.comprehension_nesting
     }
 
     /// The `variables.<name>` it reads.

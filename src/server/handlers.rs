@@ -143,6 +143,7 @@ async fn decide_off_workers(
     let version = body.review.version;
     let evaluated = tokio::task::spawn_blocking(move || {
         let _permit = permit;
+        lower_thread_priority();
         let decided = decide(
             &worker_state,
             &engine,
@@ -168,6 +169,35 @@ async fn decide_off_workers(
 /// Requests with bodies at least this large are evaluated on the blocking pool.
 pub const OFFLOAD_MIN_BYTES: usize = 16 * 1024;
 
+/// How much nicer than the async workers the threads deciding requests off them run.
+const EVALUATION_NICENESS: i32 = 10;
+
+/// Lowers the calling blocking-pool thread's scheduling priority (once per thread, Linux
+/// only): when long evaluations fill the cores, the async workers (TLS, cheap requests, probes
+/// on the admin port) still get the CPU first, so a slow policy delays its own requests only.
+fn lower_thread_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        use std::cell::Cell;
+        thread_local!(static LOWERED: Cell<bool> = const { Cell::new(false) });
+        LOWERED.with(|lowered| {
+            if lowered.replace(true) {
+                return;
+            }
+            let thread = rustix::thread::gettid();
+            let result = rustix::process::getpriority_process(Some(thread)).and_then(|now| {
+                rustix::process::setpriority_process(
+                    Some(thread),
+                    (now + EVALUATION_NICENESS).min(19),
+                )
+            });
+            if let Err(error) = result {
+                tracing::debug!(%error, "could not lower an evaluation thread's priority");
+            }
+        });
+    }
+}
+
 /// The reason given when no evaluation slot freed up before the request's deadline.
 const NO_EVALUATION_SLOT: &str =
     "every evaluation slot was busy until the deadline (--max-concurrent-evaluations)";
@@ -178,9 +208,13 @@ async fn admit(state: AppState, body: AdmissionReviewBody, endpoint: Endpoint) -
         // Handing a request to the blocking pool costs more than deciding a small one (the
         // thread hand-offs doubled the CPU per review of an empty policy set, measured in
         // `make bench-load`); the time CEL can spend grows with the lists in the object, so
-        // large objects go to the pool and small ones are decided here, bounded by the CEL
-        // limits (`--cel-max-iterations`, `--cel-timeout`).
-        Some(engine) if body.size < OFFLOAD_MIN_BYTES => {
+        // large objects go to the pool, as do requests an admission policy with nested
+        // comprehensions runs on; small ones are decided here, bounded by the CEL limits
+        // (`--cel-max-iterations`, `--cel-timeout`).
+        Some(engine)
+            if body.size < OFFLOAD_MIN_BYTES
+                && !engine.may_run_long(&body.review.request, endpoint) =>
+        {
             let decided = decide(
                 &state,
                 &engine,

@@ -216,6 +216,21 @@ impl AdmissionPolicies {
         validating::validate(self, request, namespaces, cel, decision);
     }
 
+    /// Whether a policy that runs on `endpoint` for this request's resource and operation
+    /// nests comprehensions (the namespace and object selectors are not consulted).
+    pub fn may_run_long(&self, request: &AdmissionRequest, endpoint: Endpoint) -> bool {
+        match endpoint {
+            Endpoint::Validate => self
+                .validating
+                .iter()
+                .any(|policy| policy.core.may_run_long(request)),
+            Endpoint::Mutate => self
+                .mutating
+                .iter()
+                .any(|policy| policy.core.may_run_long(request)),
+        }
+    }
+
     /// Runs the MutatingAdmissionPolicies on `object` (the object as edited so far) and
     /// returns the mutated object; errors under `failurePolicy: Fail` deny in `decision`.
     pub fn mutate<'r>(

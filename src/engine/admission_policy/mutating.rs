@@ -81,7 +81,7 @@ impl MutatingPolicy {
         let mut errors = FieldErrors::default();
         errors.policy_common(&document.metadata.name, &spec.common());
         errors.first(source)?;
-        let core = PolicyCore::compile(source, &document.metadata.name, spec.common())?;
+        let mut core = PolicyCore::compile(source, &document.metadata.name, spec.common())?;
         if spec.mutations.is_empty() {
             return Err(PolicyError::at(
                 source,
@@ -152,6 +152,7 @@ impl MutatingPolicy {
                 }
             }
         }
+        core.note_nesting(mutations.iter().map(CompiledMutation::expression));
         Ok(MutatingPolicy {
             core,
             mutations,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::resource_match::ResourceMatcher;
 use super::variables::Variables;
+use crate::admission::AdmissionRequest;
 use crate::expressions::{CelType, Declarations, Expression, Variables as Declared};
 use crate::names;
 use crate::policy::admission_policy::{FailurePolicy, ParamKind, PolicyCommon};
@@ -56,6 +57,9 @@ pub(super) struct PolicyCore {
     pub(super) failure_policy: FailurePolicy,
     pub(super) match_conditions: Vec<(String, Expression)>,
     pub(super) variables: Variables,
+    /// Whether an expression of the policy nests comprehensions (see
+    /// [`PolicyCore::note_nesting`]).
+    pub(super) nested_comprehensions: bool,
 }
 
 impl PolicyCore {
@@ -114,14 +118,39 @@ impl PolicyCore {
             expect_output(source, &field, &expression, &[CelType::Bool])?;
             conditions.push((condition.name.clone(), expression));
         }
-        Ok(PolicyCore {
+        let mut core = PolicyCore {
             name: Arc::from(name),
             param_kind: common.param_kind.cloned(),
             constraints: ResourceMatcher::new(constraints),
             failure_policy: common.failure_policy.unwrap_or_default(),
             match_conditions: conditions,
             variables,
-        })
+            nested_comprehensions: false,
+        };
+        let nested = core
+            .match_conditions
+            .iter()
+            .map(|(_, expression)| expression)
+            .chain(&core.variables.expressions)
+            .any(nests_comprehensions);
+        core.nested_comprehensions = nested;
+        Ok(core)
+    }
+
+    /// Notes whether one of the policy's other `expressions` nests comprehensions: such an
+    /// evaluation can take time that grows as a power of the object's list lengths, and is
+    /// run off the async workers (see [`crate::engine::Engine::may_run_long`]).
+    pub(super) fn note_nesting<'e>(
+        &mut self,
+        expressions: impl IntoIterator<Item = &'e Expression>,
+    ) {
+        self.nested_comprehensions |= expressions.into_iter().any(nests_comprehensions);
+    }
+
+    /// Whether the policy nests comprehensions and its constraints match the request's
+    /// resource and operation.
+    pub(super) fn may_run_long(&self, request: &AdmissionRequest) -> bool {
+        self.nested_comprehensions && self.constraints.matches_resource(request)
     }
 
     /// What the policy's fields other than match conditions declare: `params` with a
@@ -149,4 +178,8 @@ impl PolicyCore {
         self.variables.check(&expression, source, field)?;
         Ok(expression)
     }
+}
+
+fn nests_comprehensions(expression: &Expression) -> bool {
+    expression.comprehension_nesting() >= 2
 }

@@ -149,6 +149,13 @@ impl ResourceMatcher {
             && (self.rules.is_empty() || self.any_rule(&self.rules, request))
     }
 
+    /// Whether the request's resource and operation are matched, whatever the namespace and
+    /// object selectors say: true for every request [`ResourceMatcher::matches`] matches.
+    pub fn matches_resource(&self, request: &AdmissionRequest) -> bool {
+        !self.any_rule(&self.exclude, request)
+            && (self.rules.is_empty() || self.any_rule(&self.rules, request))
+    }
+
     /// The webhook rules that reach every request this matcher can match.
     pub fn resource_rules(&self) -> Vec<ResourceRule> {
         self.rules

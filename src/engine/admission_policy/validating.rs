@@ -73,7 +73,7 @@ impl ValidatingPolicy {
                 "Required value: validations or auditAnnotations must contain at least one item",
             ));
         }
-        let core = PolicyCore::compile(source, &document.metadata.name, spec.common())?;
+        let mut core = PolicyCore::compile(source, &document.metadata.name, spec.common())?;
         let mut validations = Vec::new();
         for (i, validation) in spec.validations.iter().enumerate() {
             let field = format!("spec.validations[{i}]");
@@ -113,6 +113,15 @@ impl ValidatingPolicy {
             )?;
             audit_annotations.push((annotation.key.clone(), expression));
         }
+        core.note_nesting(
+            validations
+                .iter()
+                .flat_map(|v: &PolicyValidation| {
+                    [Some(&v.expression), v.message_expression.as_ref()]
+                })
+                .flatten()
+                .chain(audit_annotations.iter().map(|(_, expression)| expression)),
+        );
         Ok(ValidatingPolicy {
             core,
             validations,
