@@ -57,11 +57,13 @@ fn parse_duration(value: &str) -> Result<Duration, String> {
 #[derive(Debug, Clone, Copy, Args)]
 pub struct CelArgs {
     /// Comprehension iterations one CEL evaluation may perform, nested ones multiplied; past
-    /// it the evaluation fails (and the policy's failurePolicy decides).
-    #[arg(long, env = "PORTCULLIS_CEL_MAX_ITERATIONS", default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    /// it the evaluation fails (and the policy's failurePolicy decides). A backstop: the
+    /// apiserver's cost limit (1,000,000 per expression) ends evaluations long before.
+    #[arg(long, env = "PORTCULLIS_CEL_MAX_ITERATIONS", default_value_t = 100_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub cel_max_iterations: u64,
-    /// Wall-clock time one CEL evaluation may take, checked at each comprehension step.
-    #[arg(long, env = "PORTCULLIS_CEL_TIMEOUT", default_value = "100ms", value_parser = parse_positive_duration)]
+    /// Wall-clock time one CEL evaluation may take, checked as runtime cost is charged. A
+    /// backstop: the cost limit, not the clock, decides in normal operation.
+    #[arg(long, env = "PORTCULLIS_CEL_TIMEOUT", default_value = "1s", value_parser = parse_positive_duration)]
     pub cel_timeout: Duration,
 }
 

@@ -810,7 +810,7 @@ fn cel_limits_come_from_flags() {
     assert_eq!(code(&starved), 1, "{}", stdout(&starved));
     assert!(
         stdout(&starved)
-            .contains("resulted in error: operation cancelled: actual cost limit exceeded"),
+            .contains("resulted in error: operation cancelled: comprehension iteration limit exceeded (--cel-max-iterations)"),
         "{}",
         stdout(&starved)
     );

@@ -11,16 +11,19 @@
 //!   arguments.
 //! - [`CelProgram::evaluate`] runs against an [`Activation`]: the request's values, converted
 //!   from JSON once and borrowed (strings are not copied), plus lazily evaluated `variables`.
-//!   Every comprehension's range is charged to an iteration budget and a deadline
-//!   ([`CelLimits`]), so a pathological expression ends with an error instead of stalling.
+//!   Every evaluation is charged the apiserver's runtime cost as it runs ([`cost`]) and is
+//!   cancelled past Kubernetes' per-call limit, as the apiserver cancels it; an iteration
+//!   budget and a deadline stay as backstops ([`CelLimits`]).
 //!
 //! Limits (defaults, see [`CelLimits`]): 64 KiB of source, nesting depth 64 (syntax tree
-//! depth 256, chains included), 1 000 000 comprehension iterations per evaluation (nested ones
-//! multiply; a `cel.bind` is charged the size of what it binds), 100 ms of evaluation time.
+//! depth 256, chains included), a cost of 1 000 000 per evaluation (the apiserver's), and as
+//! backstops 100 000 000 comprehension iterations per evaluation (the sizes of the ranges
+//! iterated, nested ones multiplied) and 1 s of evaluation time.
 
 mod activation;
 mod check;
 mod convert;
+mod cost;
 mod expression;
 pub mod library;
 mod macros;
@@ -60,10 +63,15 @@ pub struct CelLimits {
     /// Largest accepted source, in bytes (default 64 KiB).
     pub max_source_bytes: usize,
     /// Comprehension iterations one evaluation may perform, nested ones included, counted as
-    /// the size of each range a comprehension iterates (default 1 000 000).
+    /// the size of each range a comprehension iterates (default 100 000 000: a backstop, the
+    /// cost limit ends evaluations first).
     pub max_iterations: u64,
-    /// Wall-clock time one evaluation may take, checked at each comprehension (default 100 ms).
+    /// Wall-clock time one evaluation may take, checked as cost is charged (default 1 s: a
+    /// backstop far above what the cost limit lets an evaluation take).
     pub max_eval_time: Duration,
+    /// The runtime cost one evaluation may reach, in cel-go's units ([`cost`]): Kubernetes'
+    /// per-call limit, 1 000 000, unless a test lowers it.
+    pub max_cost: u64,
     /// Deepest nesting the parser accepts (default 64; the `cel` parser's own default is 96).
     /// Parsing and evaluating recurse: measured here, release builds handle nesting of 95
     /// within a 2 MiB thread stack (a tokio worker's), debug builds overflow 2 MiB from about
@@ -73,6 +81,9 @@ pub struct CelLimits {
     /// as deeply as they are long: the tree may be [`CelLimits::max_tree_depth`] deep.
     pub max_nesting: u16,
 }
+
+/// Kubernetes' runtime cost limit of one expression evaluation (`celconfig.PerCallLimit`).
+pub const PER_CALL_COST_LIMIT: u64 = 1_000_000;
 
 /// The process-wide limits of [`CelEnvironment::kubernetes`], fixed at first use.
 static CONFIGURED_LIMITS: OnceLock<CelLimits> = OnceLock::new();
@@ -106,8 +117,9 @@ impl Default for CelLimits {
     fn default() -> Self {
         CelLimits {
             max_source_bytes: 64 * 1024,
-            max_iterations: 1_000_000,
-            max_eval_time: Duration::from_millis(100),
+            max_iterations: 100_000_000,
+            max_eval_time: Duration::from_secs(1),
+            max_cost: PER_CALL_COST_LIMIT,
             max_nesting: 64,
         }
     }
@@ -292,6 +304,7 @@ impl CelEnvironment {
                     .join("\n"),
             });
         }
+        cost::instrument(&mut expression);
         check::instrument(&mut expression);
         Ok(CelProgram {
             expression,
@@ -481,72 +494,128 @@ impl CelProgram {
     /// Evaluates against `activation`. Nested evaluations (of `variables`) share the outer
     /// evaluation's budget and deadline.
     pub fn evaluate(&self, activation: &Activation<'_>) -> Result<cel::Value, CelEvalError> {
+        self.evaluate_with_cost(activation).0
+    }
+
+    /// Like [`CelProgram::evaluate`], with the runtime cost the evaluation was charged, in
+    /// cel-go's units (variables evaluated on the way are charged to their own calls).
+    pub fn evaluate_with_cost(
+        &self,
+        activation: &Activation<'_>,
+    ) -> (Result<cel::Value, CelEvalError>, u64) {
         let _budget = Budget::enter(&self.limits);
         let resolver = activation.resolver();
         let mut context = Context::with_env(Arc::clone(&self.env));
         context.set_variable_resolver(&resolver);
         let result = cel::Value::resolve_val(&self.expression, &context)
             .and_then(|value| cel::Value::try_from(value.as_ref()));
-        result.map_err(|error| activation.explain(error))
+        let spent = BUDGET.with(|b| b.get().map_or(0, |r| self.limits.max_cost - r.cost));
+        (result.map_err(|error| activation.explain(error)), spent)
     }
 }
 
 // ---- evaluation budget ------------------------------------------------------------------
 
-thread_local! {
-    static BUDGET: Cell<Option<(u64, Instant)>> = const { Cell::new(None) };
+/// What the evaluation running on this thread may still spend.
+#[derive(Clone, Copy)]
+struct Remaining {
+    iterations: u64,
+    cost: u64,
+    deadline: Instant,
 }
 
-/// The budget of the evaluation running on this thread; the outermost evaluation sets it
-/// and clears it on drop.
+thread_local! {
+    static BUDGET: Cell<Option<Remaining>> = const { Cell::new(None) };
+}
+
+/// The budget of the evaluation running on this thread. The outermost evaluation sets it
+/// and clears it on drop; a nested one (a `variables` entry evaluated lazily) gets a cost
+/// limit of its own, as the apiserver evaluates each variable as its own call, and shares
+/// the iteration budget and the deadline.
 struct Budget {
-    outermost: bool,
+    outer: Option<Remaining>,
 }
 
 impl Budget {
     fn enter(limits: &CelLimits) -> Budget {
         BUDGET.with(|b| {
-            if b.get().is_some() {
-                Budget { outermost: false }
-            } else {
-                b.set(Some((
-                    limits.max_iterations,
-                    Instant::now() + limits.max_eval_time,
-                )));
-                Budget { outermost: true }
-            }
+            let outer = b.get();
+            b.set(Some(match outer {
+                Some(outer) => Remaining {
+                    cost: limits.max_cost,
+                    ..outer
+                },
+                None => Remaining {
+                    iterations: limits.max_iterations,
+                    cost: limits.max_cost,
+                    deadline: Instant::now() + limits.max_eval_time,
+                },
+            }));
+            Budget { outer }
         })
     }
 }
 
 impl Drop for Budget {
     fn drop(&mut self) {
-        if self.outermost {
-            BUDGET.with(|b| b.set(None));
-        }
+        BUDGET.with(|b| {
+            let restored = match (self.outer, b.get()) {
+                (Some(outer), Some(inner)) => Some(Remaining {
+                    iterations: inner.iterations,
+                    ..outer
+                }),
+                (outer, _) => outer,
+            };
+            b.set(restored);
+        });
     }
 }
 
-/// Charges `iterations` to the running evaluation.
+fn cancelled(message: &str) -> ExecutionError {
+    ExecutionError::function_error("budget", message)
+}
+
+/// Charges `iterations` to the running evaluation's iteration budget.
 pub(crate) fn charge(iterations: u64) -> Result<(), ExecutionError> {
+    spend(|remaining| {
+        remaining.iterations = remaining
+            .iterations
+            .checked_sub(iterations)
+            .ok_or_else(|| {
+                cancelled("comprehension iteration limit exceeded (--cel-max-iterations)")
+            })?;
+        Ok(())
+    })
+}
+
+/// Charges `units` of runtime cost to the running evaluation.
+pub(crate) fn charge_cost(units: u64) -> Result<(), ExecutionError> {
+    spend(|remaining| {
+        remaining.cost = remaining
+            .cost
+            .checked_sub(units)
+            .ok_or_else(|| cancelled("actual cost limit exceeded"))?;
+        Ok(())
+    })
+}
+
+fn spend(
+    take: impl FnOnce(&mut Remaining) -> Result<(), ExecutionError>,
+) -> Result<(), ExecutionError> {
     BUDGET.with(|b| {
-        let Some((remaining, deadline)) = b.get() else {
+        let Some(mut remaining) = b.get() else {
             return Ok(());
         };
-        if iterations > remaining {
-            b.set(Some((0, deadline)));
-            return Err(ExecutionError::function_error(
-                "budget",
-                "actual cost limit exceeded",
-            ));
+        if let Err(error) = take(&mut remaining) {
+            remaining.iterations = 0;
+            remaining.cost = 0;
+            b.set(Some(remaining));
+            return Err(error);
         }
-        if Instant::now() > deadline {
-            return Err(ExecutionError::function_error(
-                "budget",
-                "deadline exceeded",
-            ));
+        if Instant::now() > remaining.deadline {
+            return Err(cancelled("deadline exceeded (--cel-timeout)"));
         }
-        b.set(Some((remaining - iterations, deadline)));
+        b.set(Some(remaining));
         Ok(())
     })
 }

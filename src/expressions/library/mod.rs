@@ -264,6 +264,7 @@ pub(super) fn register(env: &mut Env) {
 
     // internal
     global(env, "@budget", 1, budget);
+    global(env, "@cost", 2, cost);
     global(env, "@pairs", 1, overload!(pairs));
     global(env, "@entry", 2, overload!(entry));
     global(env, "@mapFromPairs", 1, overload!(map_from_pairs));
@@ -495,6 +496,22 @@ fn budget<'b, 'v>(mut args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Execu
         .map_or(1, |s| (*s.size().inner()).max(1) as u64);
     super::charge(size)?;
     Ok(range)
+}
+
+/// `@cost(units, expr)`: `expr`, after charging `units` of runtime cost.
+fn cost<'b, 'v>(mut args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let value = args
+        .pop()
+        .ok_or_else(ExecutionError::missing_argument_or_target)?;
+    let units = args
+        .pop()
+        .and_then(|units| {
+            <cel::common::types::CelInt as cel::common::value::FromVal>::from_val(units.as_ref())
+                .map(|units| *units.inner())
+        })
+        .ok_or_else(ExecutionError::missing_argument_or_target)?;
+    super::charge_cost(units.max(0) as u64)?;
+    Ok(value)
 }
 
 fn pairs(args: &[Value]) -> Fallible {

@@ -1,0 +1,334 @@
+//! The apiserver's runtime cost of an expression, charged as it runs.
+//!
+//! The apiserver bounds CEL with cel-go's cost tracker, not with a clock: every step of an
+//! evaluation costs units, and an expression call over [`super::CelLimits::max_cost`]
+//! (Kubernetes' per-call limit, 1 000 000) is cancelled with `operation cancelled: actual cost
+//! limit exceeded`. The units, with the options Kubernetes sets (presence tests free,
+//! constant folding of literal lists, maps and conversions):
+//!
+//! - a variable or the root of a field chain: 1; each field or index applied to it: 1
+//!   (`object.spec.containers` is 3, `has(c.securityContext)` is 1);
+//! - a function or operator call: 1, and its arguments; `&&`, `||` and `?:` cost nothing
+//!   themselves, and their arms only when evaluated;
+//! - a list literal: 10, a map literal: 30, an `Object{…}`: 40, and their items; a literal
+//!   made of constants only, or a conversion of a constant: 0;
+//! - a comprehension: its range and initial value once, its condition and step on every
+//!   iteration (as cel-go's expansions of `all`, `exists`, `map`, … spell them), its result
+//!   once.
+//!
+//! Statically known parts are summed per region (what always runs together) and charged by
+//! one `@cost(units, expr)` call around the region; the arms of `&&`, `||`, `?:` and the
+//! condition and step of a comprehension are regions of their own. Calls whose cost depends
+//! on their arguments' sizes in cel-go (string equality and ordering, `contains`,
+//! `startsWith`, `+` on strings, `in` a list, the Kubernetes libraries) are charged 1 here,
+//! except `matches`, charged by its implementation: for long strings this undercounts.
+
+use cel::common::ast::{CallExpr, EntryExpr, Expr, IdedExpr, ListExpr, LiteralValue, operators};
+
+/// The function that charges its first argument's units and returns its second.
+pub(super) const COST_FUNCTION: &str = "@cost";
+
+/// cel-go's units for building a list, a map and a struct literal.
+const LIST_CREATE: u64 = 10;
+const MAP_CREATE: u64 = 30;
+const STRUCT_CREATE: u64 = 40;
+
+/// Conversions cel-go folds when their argument is a constant.
+const CONVERSIONS: &[&str] = &[
+    "bool",
+    "bytes",
+    "double",
+    "duration",
+    "dyn",
+    "int",
+    "string",
+    "timestamp",
+    "type",
+    "uint",
+];
+
+/// Receivers that name a function namespace, not a value (`jsonpatch.escapeKey(…)`).
+const NAMESPACES: &[&str] = &["jsonpatch", "strings", "lists", "optional", "sets", "math"];
+
+/// Wraps the regions of `expr` in `@cost` calls charging their units.
+pub(super) fn instrument(expr: &mut IdedExpr) {
+    let units = region(expr);
+    charge(expr, units);
+}
+
+/// Wraps `expr` to charge `units` each time it is evaluated (nothing when 0).
+fn charge(expr: &mut IdedExpr, units: u64) {
+    if units == 0 {
+        return;
+    }
+    let inner = std::mem::take(expr);
+    *expr = IdedExpr {
+        id: inner.id,
+        expr: Expr::Call(CallExpr {
+            func_name: COST_FUNCTION.to_owned(),
+            target: None,
+            args: vec![
+                IdedExpr {
+                    id: inner.id,
+                    expr: Expr::Literal(LiteralValue::Int(
+                        (units.min(i64::MAX as u64) as i64).into(),
+                    )),
+                },
+                inner,
+            ],
+        }),
+    };
+}
+
+/// Wraps `expr` as a region of its own.
+fn own_region(expr: &mut IdedExpr) {
+    let units = region(expr);
+    charge(expr, units);
+}
+
+/// An arm of `?:`. cel-go plans a conditional as an attribute and resolves an arm that is
+/// itself an attribute without observing its root: `c ? a.b : x` charges 1 for `a.b`, 0 for
+/// `x` (as the false arm of `exists_one`'s and `filter`'s steps, `@result`, is free).
+fn arm(expr: &mut IdedExpr) {
+    let units = region(expr);
+    let units = if is_attribute(expr) {
+        units.saturating_sub(1)
+    } else {
+        units
+    };
+    charge(expr, units);
+}
+
+fn is_empty_literal(expr: &IdedExpr) -> bool {
+    match &expr.expr {
+        Expr::Literal(LiteralValue::String(s)) => s.is_empty(),
+        Expr::Literal(LiteralValue::Bytes(b)) => b.is_empty(),
+        Expr::List(list) => list.elements.is_empty(),
+        Expr::Map(map) => map.entries.is_empty(),
+        _ => false,
+    }
+}
+
+fn is_literal(expr: &IdedExpr) -> bool {
+    match &expr.expr {
+        Expr::Literal(_) => true,
+        Expr::List(list) => list.elements.iter().all(is_literal),
+        Expr::Map(map) => map.entries.iter().all(|entry| match &entry.expr {
+            EntryExpr::MapEntry(e) => is_literal(&e.key) && is_literal(&e.value),
+            EntryExpr::StructField(_) => false,
+        }),
+        _ => false,
+    }
+}
+
+/// A variable, or fields and indexes applied to one: one attribute in cel-go.
+fn is_attribute(expr: &IdedExpr) -> bool {
+    match &expr.expr {
+        Expr::Ident(_) => true,
+        Expr::Select(select) => !select.test && is_attribute(&select.operand),
+        Expr::Call(call) if is_index(call) => is_attribute(&call.args[0]),
+        _ => false,
+    }
+}
+
+fn is_index(call: &CallExpr) -> bool {
+    call.target.is_none()
+        && call.args.len() == 2
+        && matches!(
+            call.func_name.as_str(),
+            operators::INDEX | operators::OPT_INDEX | operators::OPT_SELECT
+        )
+}
+
+/// The units of `expr` charged whenever it is evaluated; conditional parts inside it are
+/// wrapped as regions of their own.
+fn region(expr: &mut IdedExpr) -> u64 {
+    match &mut expr.expr {
+        Expr::Literal(_) | Expr::Unspecified => 0,
+        Expr::Ident(name) => {
+            if super::check::TYPE_NAMES.contains(&name.as_str()) {
+                0
+            } else {
+                1
+            }
+        }
+        Expr::Select(select) => {
+            let relative = u64::from(!is_attribute(&select.operand));
+            let field = u64::from(!select.test);
+            region(&mut select.operand) + relative + field
+        }
+        Expr::List(list) => {
+            if list.elements.iter().all(is_literal) {
+                0
+            } else {
+                LIST_CREATE + list.elements.iter_mut().map(region).sum::<u64>()
+            }
+        }
+        Expr::Map(map) => {
+            if map.entries.iter().all(|entry| match &entry.expr {
+                EntryExpr::MapEntry(e) => is_literal(&e.key) && is_literal(&e.value),
+                EntryExpr::StructField(_) => false,
+            }) {
+                return 0;
+            }
+            let mut units = MAP_CREATE;
+            for entry in &mut map.entries {
+                if let EntryExpr::MapEntry(e) = &mut entry.expr {
+                    units += region(&mut e.key) + region(&mut e.value);
+                }
+            }
+            units
+        }
+        Expr::Struct(strct) => {
+            let mut units = STRUCT_CREATE;
+            for entry in &mut strct.entries {
+                if let EntryExpr::StructField(field) = &mut entry.expr {
+                    units += region(&mut field.value);
+                }
+            }
+            units
+        }
+        Expr::Comprehension(comprehension) => {
+            let c = &mut **comprehension;
+            if c.iter_var == "#unused" {
+                // A binding: the two-variable macros bind their names from `@it[0]`/`@it[1]`,
+                // which cel-go iterates natively, for free.
+                let init = match &c.accu_init.expr {
+                    Expr::Call(call) if is_index(call) => 0,
+                    _ => region(&mut c.accu_init),
+                };
+                return init + region(&mut c.result);
+            }
+            let units = region(&mut c.iter_range) + region(&mut c.accu_init);
+            own_region(&mut c.loop_cond);
+            let accu = c.accu_var.clone();
+            step_region(&accu, &mut c.loop_step);
+            units + region(&mut c.result)
+        }
+        Expr::Call(call) => call_units(call),
+    }
+}
+
+/// The loop step, charged per iteration. The append steps of `map` and `filter`
+/// (`@result + [x]`, `f ? @result + [x] : @result`) keep their shape, which the interpreter
+/// runs without copying the list: their units go inside the appended item and the guard.
+fn step_region(accu: &str, step: &mut IdedExpr) {
+    let is_accu = |e: &IdedExpr| matches!(&e.expr, Expr::Ident(name) if name == accu);
+    if let Expr::Call(call) = &mut step.expr {
+        if matches!(
+            call.func_name.as_str(),
+            operators::LOGICAL_AND | operators::LOGICAL_OR
+        ) && call.args.len() == 2
+            && is_accu(&call.args[0])
+        {
+            // `all` and `exists`: the condition let the step run only while the accumulator
+            // does not decide the result, so the predicate always runs with it.
+            let units = 1 + region(&mut call.args[1]);
+            charge(step, units);
+            return;
+        }
+        if call.func_name == operators::ADD
+            && call.target.is_none()
+            && call.args.len() == 2
+            && is_accu(&call.args[0])
+            && let Expr::List(list) = &mut call.args[1].expr
+            && list.elements.len() == 1
+        {
+            // `@result` 1, the list, the `+` 1.
+            let units = 2 + list_item_units(list);
+            charge(&mut list.elements[0], units);
+            return;
+        }
+        if call.func_name == operators::CONDITIONAL
+            && call.target.is_none()
+            && call.args.len() == 3
+            && is_accu(&call.args[2])
+            && let [guard, append, _] = call.args.as_mut_slice()
+            && let Expr::Call(add) = &mut append.expr
+            && add.func_name == operators::ADD
+            && add.args.len() == 2
+            && is_accu(&add.args[0])
+            && let Expr::List(list) = &mut add.args[1].expr
+            && list.elements.len() == 1
+        {
+            // The guard every time; the append arm (`@result` 1, the list, `+` 1) when taken.
+            // The arm not taken, `@result`, is free: see [`arm`].
+            let guard_units = region(guard);
+            charge(guard, guard_units);
+            let units = 2 + list_item_units(list);
+            charge(&mut list.elements[0], units);
+            return;
+        }
+    }
+    own_region(step);
+}
+
+/// The units of a one-item list literal built per iteration, its item included.
+fn list_item_units(list: &mut ListExpr) -> u64 {
+    if list.elements.iter().all(is_literal) {
+        0
+    } else {
+        LIST_CREATE + region(&mut list.elements[0])
+    }
+}
+
+fn call_units(call: &mut CallExpr) -> u64 {
+    let name = call.func_name.as_str();
+    match name {
+        operators::LOGICAL_AND | operators::LOGICAL_OR if call.args.len() == 2 => {
+            let units = region(&mut call.args[0]);
+            own_region(&mut call.args[1]);
+            units
+        }
+        operators::CONDITIONAL if call.args.len() == 3 => {
+            let units = region(&mut call.args[0]);
+            arm(&mut call.args[1]);
+            arm(&mut call.args[2]);
+            units
+        }
+        operators::EQUALS | operators::NOT_EQUALS
+            if call.args.len() == 2 && call.args.iter().any(is_empty_literal) =>
+        {
+            // cel-go charges equality the smaller operand's size / 10, rounded up: nothing
+            // against an empty string, list or map.
+            call.args.iter_mut().map(region).sum()
+        }
+        _ if is_index(call) => {
+            let relative = u64::from(!is_attribute(&call.args[0]));
+            let operand = region(&mut call.args[0]);
+            let index = &mut call.args[1];
+            let index_units = if is_literal(index) {
+                1
+            } else if is_attribute(index) {
+                region(index)
+            } else {
+                region(index) + 1
+            };
+            operand + relative + index_units
+        }
+        operators::IN if call.args.len() == 2 && is_literal(&call.args[1]) => {
+            // Membership in a constant list is a set lookup, planned at compile time.
+            region(&mut call.args[0])
+        }
+        // The two-variable macros' plumbing, which cel-go does not need.
+        "@pairs" | "@mapFromPairs" | "@mapFromMaps" => call.args.iter_mut().map(region).sum(),
+        _ if call.target.is_none()
+            && call.args.len() == 1
+            && CONVERSIONS.contains(&name)
+            && is_literal(&call.args[0]) =>
+        {
+            0
+        }
+        _ => {
+            let target = match call.target.as_deref_mut() {
+                Some(IdedExpr {
+                    expr: Expr::Ident(namespace),
+                    ..
+                }) if NAMESPACES.contains(&namespace.as_str()) => 0,
+                Some(target) => region(target),
+                None => 0,
+            };
+            1 + target + call.args.iter_mut().map(region).sum::<u64>()
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! Differential test of the CEL runtime cost limit: the apiserver cancels an expression whose
+//! cel-go cost passes 1 000 000 (`operation cancelled: actual cost limit exceeded`), whatever
+//! the machine's load; Portcullis charges the same units and must cancel the same objects.
+//!
+//! For each expression shape below (nested comprehensions of each macro, presence tests,
+//! literals built per item), the test finds the largest Pod (in containers) that Portcullis's
+//! cost model admits, then asks the real apiserver (`PORTCULLIS_E2E_BIN`) and `portcullis
+//! check` about Pods with one container fewer, that many, and one more, each judged by a
+//! ValidatingAdmissionPolicy holding the expression. Both must admit and cancel the same Pods:
+//! a unit wrong anywhere in the shape moves the apiserver's boundary off Portcullis's.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::control_plane::{ControlPlane, e2e_bin, eventually, stderr};
+use portcullis::expressions::{Activation, CelEnvironment, CelLimits};
+use serde_json::{Value, json};
+
+/// Each case: a name (also the Pods' `cost-case` label) and a validation expression.
+const CASES: &[(&str, &str)] = &[
+    (
+        "triple-all",
+        "object.spec.containers.all(c, object.spec.containers.all(d, \
+         object.spec.containers.all(e, c.name != 'zzz' && d.name != 'zzz')))",
+    ),
+    (
+        "triple-exists",
+        "!object.spec.containers.exists(c, object.spec.containers.exists(d, \
+         object.spec.containers.exists(e, e.name == 'zzz')))",
+    ),
+    (
+        "has-and-index",
+        "object.spec.containers.all(c, object.spec.containers.all(d, \
+         object.spec.containers.all(e, has(e.image) && object.spec.containers[0].name != '')))",
+    ),
+    (
+        "map-filter",
+        "object.spec.containers.map(c, object.spec.containers.filter(d, \
+         object.spec.containers.exists(e, e.name == d.name) && d.name == c.name)).size() >= 0",
+    ),
+    (
+        "exists-one-lists",
+        "object.spec.containers.all(c, object.spec.containers.exists_one(d, \
+         [d.name, d.name].size() == 2 && {'k': d.name}.size() == 1 && d.name == c.name))",
+    ),
+];
+
+const LIMIT_EXCEEDED: &str = "actual cost limit exceeded";
+
+fn pod(case: &str, containers: usize) -> Value {
+    let containers: Vec<Value> = (0..containers)
+        .map(|i| json!({"name": format!("c{i}"), "image": "registry.example.com/app:1.0"}))
+        .collect();
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": format!("{case}-{}", containers.len()),
+            "namespace": "default",
+            "labels": {"cost-case": case},
+        },
+        "spec": {"containers": containers},
+    })
+}
+
+/// The largest number of containers whose Pod Portcullis evaluates within the cost limit.
+fn portcullis_boundary(expression: &str) -> usize {
+    let env = CelEnvironment::kubernetes().limits(CelLimits {
+        max_eval_time: Duration::from_secs(120),
+        ..CelLimits::default()
+    });
+    let program = env.compile(expression).unwrap();
+    let within = |n: usize| {
+        let object = pod("probe", n);
+        program.evaluate(&Activation::new().object(&object)).is_ok()
+    };
+    assert!(
+        within(1),
+        "{expression}: one container must be within the limit"
+    );
+    let (mut low, mut high) = (1, 2);
+    while within(high) {
+        low = high;
+        high *= 2;
+        assert!(high < 100_000, "{expression}: never reaches the limit");
+    }
+    while high - low > 1 {
+        let middle = (low + high) / 2;
+        if within(middle) {
+            low = middle;
+        } else {
+            high = middle;
+        }
+    }
+    low
+}
+
+fn policies_yaml() -> String {
+    let mut yaml = String::new();
+    let sentinel = [("sentinel", "false")];
+    for (name, expression) in CASES.iter().copied().chain(sentinel) {
+        yaml.push_str(&format!(
+            "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: cost-{name}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    objectSelector:
+      matchLabels:
+        cost-case: {name}
+    resourceRules:
+      - apiGroups: [\"\"]
+        apiVersions: [v1]
+        operations: [CREATE]
+        resources: [pods]
+  validations:
+    - expression: {expression:?}
+      message: denied by {name}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: cost-{name}
+spec:
+  policyName: cost-{name}
+  validationActions: [Deny]
+---
+"
+        ));
+    }
+    yaml
+}
+
+/// The apiserver's answer: `Ok(())` when admitted, else kubectl's error.
+fn apiserver_answer(cluster: &ControlPlane, object: &Value) -> Result<(), String> {
+    let output = cluster.kubectl_stdin(
+        &["create", "--dry-run=server", "-f", "-"],
+        &serde_json::to_string(object).unwrap(),
+    );
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(stderr(&output))
+    }
+}
+
+#[test]
+fn the_cost_limit_cancels_the_same_objects_as_the_apiserver() {
+    let Some(bin) = e2e_bin() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let policies = work.path().join("policies.yaml");
+    std::fs::write(&policies, policies_yaml()).unwrap();
+
+    let mut probes = Vec::new();
+    for (case, expression) in CASES {
+        let boundary = portcullis_boundary(expression);
+        for n in [boundary - 1, boundary, boundary + 1] {
+            probes.push((*case, n, pod(case, n)));
+        }
+    }
+
+    // Portcullis: one `check` over every Pod.
+    let mut files = Vec::new();
+    for (case, n, object) in &probes {
+        let file = work.path().join(format!("{case}-{n}.json"));
+        std::fs::write(&file, serde_json::to_vec(object).unwrap()).unwrap();
+        files.push(file);
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        // A debug build is slow: the wall-clock backstop must not decide.
+        .args([
+            "check",
+            "--cel-timeout",
+            "10m",
+            "--output",
+            "json",
+            "--policies",
+        ])
+        .arg(&policies)
+        .args(&files)
+        .output()
+        .unwrap();
+    let checked: Vec<Value> = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("check output: {e}: {}", stderr(&output)));
+    assert_eq!(checked.len(), probes.len());
+
+    let cluster = ControlPlane::start(&bin);
+    cluster.kubectl_ok(&["apply", "-f", policies.to_str().unwrap()]);
+    // The policies are in force once the sentinel (`false`) denies.
+    eventually(
+        "the policies to be in force",
+        Duration::from_secs(60),
+        || match apiserver_answer(&cluster, &pod("sentinel", 1)) {
+            Err(error) if error.contains("denied by sentinel") => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
+
+    let mut differences = Vec::new();
+    for ((case, n, object), portcullis) in probes.iter().zip(&checked) {
+        let apiserver = apiserver_answer(&cluster, object);
+        let allowed = portcullis["allowed"].as_bool().unwrap();
+        let portcullis_message = portcullis["violations"].to_string();
+        let agree = match &apiserver {
+            Ok(()) => allowed,
+            Err(error) => {
+                !allowed
+                    && error.contains(LIMIT_EXCEEDED)
+                    && portcullis_message.contains(LIMIT_EXCEEDED)
+            }
+        };
+        eprintln!(
+            "{case} with {n} containers: apiserver {}, Portcullis {}",
+            if apiserver.is_ok() {
+                "admits"
+            } else {
+                "denies"
+            },
+            if allowed { "admits" } else { "denies" },
+        );
+        if !agree {
+            differences.push(format!(
+                "{case} with {n} containers: apiserver {apiserver:?}, Portcullis {portcullis}"
+            ));
+        }
+    }
+    assert!(differences.is_empty(), "{differences:#?}");
+    // Each shape reaches the limit within the probes: one admitted, one cancelled.
+    for (case, _) in CASES {
+        let outcomes: Vec<bool> = probes
+            .iter()
+            .zip(&checked)
+            .filter(|((c, _, _), _)| c == case)
+            .map(|(_, checked)| checked["allowed"].as_bool().unwrap())
+            .collect();
+        assert_eq!(outcomes, [true, true, false], "{case}");
+    }
+}
