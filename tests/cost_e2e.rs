@@ -3,7 +3,8 @@
 //! the machine's load; Portcullis charges the same units and must cancel the same objects.
 //!
 //! For each expression shape below (nested comprehensions of each macro, presence tests,
-//! literals built per item), the test finds the largest Pod (in containers) that Portcullis's
+//! literals built per item, calls charged by their operands' sizes: string equality and
+//! ordering, `startsWith`, `contains`, `matches`, `+`, `in` a list built per item), the test finds the largest Pod (in containers) that Portcullis's
 //! cost model admits, then asks the real apiserver (`PORTCULLIS_E2E_BIN`) and `portcullis
 //! check` about Pods with one container fewer, that many, and one more, each judged by a
 //! ValidatingAdmissionPolicy holding the expression. Both must admit and cancel the same Pods:
@@ -44,6 +45,18 @@ const CASES: &[(&str, &str)] = &[
         "exists-one-lists",
         "object.spec.containers.all(c, object.spec.containers.exists_one(d, \
          [d.name, d.name].size() == 2 && {'k': d.name}.size() == 1 && d.name == c.name))",
+    ),
+    (
+        "string-sizes",
+        "object.spec.containers.all(c, object.spec.containers.all(d, \
+         object.spec.containers.all(e, e.image == d.image && e.image.startsWith('registry') \
+         && e.image.contains('example'))))",
+    ),
+    (
+        "regex-concat-in",
+        "object.spec.containers.all(c, object.spec.containers.all(d, \
+         c.image.matches('^registry[.]example') && c.name + d.name != '' \
+         && d.name in [c.name, d.name] && c.image > d.name))",
     ),
 ];
 

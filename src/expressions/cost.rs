@@ -19,14 +19,77 @@
 //! Statically known parts are summed per region (what always runs together) and charged by
 //! one `@cost(units, expr)` call around the region; the arms of `&&`, `||`, `?:` and the
 //! condition and step of a comprehension are regions of their own. Calls whose cost depends
-//! on their arguments' sizes in cel-go (string equality and ordering, `contains`,
-//! `startsWith`, `+` on strings, `in` a list, the Kubernetes libraries) are charged 1 here,
-//! except `matches`, charged by its implementation: for long strings this undercounts.
+//! on their arguments' sizes in cel-go are charged from the sizes as they run: equality and
+//! ordering (the smaller operand's size / 10), `+` on strings (the sum / 10), `in` a list (its
+//! size), `startsWith`/`endsWith` (the prefix or suffix / 10), `contains` (the product), through
+//! [`SIZED_FUNCTION`] wrappers around their operands; `matches` by its implementation. The
+//! Kubernetes libraries' size-based costs are charged 1 (an undercount).
 
 use cel::common::ast::{CallExpr, EntryExpr, Expr, IdedExpr, ListExpr, LiteralValue, operators};
 
 /// The function that charges its first argument's units and returns its second.
 pub(super) const COST_FUNCTION: &str = "@cost";
+
+/// `@sized(site, rule, x)`: `x`, after noting its size for the call at `site` (the operand
+/// evaluated first) or charging the call's units from both operands' sizes (the one evaluated
+/// second, or the only one for a one-operand rule).
+pub(super) const SIZED_FUNCTION: &str = "@sized";
+
+/// How a call's units follow from its operands' sizes (cel-go's `costCall`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i64)]
+pub(crate) enum SizeRule {
+    /// Notes the first operand's size and kind for the call.
+    Note = 0,
+    /// Equality: the smaller size / 10, rounded up.
+    Min = 1,
+    /// Ordering: as equality for two strings or two byte strings, else 1.
+    MinOfText = 2,
+    /// `+`: the sizes' sum / 10 for strings and bytes, else 1.
+    SumOfText = 3,
+    /// `contains`: both sizes / 10, rounded up, multiplied.
+    Product = 4,
+    /// `in`: the size of a list, else 1 (one operand).
+    InList = 5,
+    /// `startsWith`, `endsWith`: the prefix's (suffix's) size / 10 (one operand).
+    Text = 6,
+}
+
+impl SizeRule {
+    pub(crate) fn from_code(code: i64) -> Option<SizeRule> {
+        [
+            SizeRule::Note,
+            SizeRule::Min,
+            SizeRule::MinOfText,
+            SizeRule::SumOfText,
+            SizeRule::Product,
+            SizeRule::InList,
+            SizeRule::Text,
+        ]
+        .into_iter()
+        .find(|rule| *rule as i64 == code)
+    }
+
+    /// The units of a call with operands of these sizes (and whether each is text).
+    pub(crate) fn units(self, first: (u64, bool), second: (u64, bool)) -> u64 {
+        let tenth = |size: u64| size.div_ceil(10);
+        match self {
+            SizeRule::Note => 0,
+            SizeRule::Min => tenth(first.0.min(second.0)),
+            SizeRule::MinOfText if first.1 && second.1 => tenth(first.0.min(second.0)),
+            SizeRule::SumOfText if first.1 && second.1 => tenth(first.0 + second.0),
+            SizeRule::MinOfText | SizeRule::SumOfText => 1,
+            SizeRule::Product => tenth(first.0) * tenth(second.0),
+            // For `in`, the flag says whether the operand is a list (a map costs 1).
+            SizeRule::InList if second.1 => second.0,
+            SizeRule::InList => 1,
+            SizeRule::Text => tenth(second.0),
+        }
+    }
+}
+
+/// A distinct site number for each sized call compiled.
+static NEXT_SITE: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
 
 /// cel-go's units for building a list, a map and a struct literal.
 const LIST_CREATE: u64 = 10;
@@ -272,8 +335,37 @@ fn list_item_units(list: &mut ListExpr) -> u64 {
     }
 }
 
+/// Wraps `expr` in `@sized(site, rule, expr)`.
+fn sized(expr: &mut IdedExpr, site: i64, rule: SizeRule) {
+    let inner = std::mem::take(expr);
+    let literal = |value: i64| IdedExpr {
+        id: inner.id,
+        expr: Expr::Literal(LiteralValue::Int(value.into())),
+    };
+    *expr = IdedExpr {
+        id: inner.id,
+        expr: Expr::Call(CallExpr {
+            func_name: SIZED_FUNCTION.to_owned(),
+            target: None,
+            args: vec![literal(site), literal(rule as i64), inner],
+        }),
+    };
+}
+
+/// Charges a two-operand call by its operands' sizes: `first` is evaluated first (the
+/// interpreter evaluates a call's arguments before its target), `second` charges.
+fn sized_pair(first: &mut IdedExpr, second: &mut IdedExpr, rule: SizeRule) -> u64 {
+    let units = region(first) + region(second);
+    let site = NEXT_SITE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    sized(first, site, SizeRule::Note);
+    sized(second, site, rule);
+    units
+}
+
 fn call_units(call: &mut CallExpr) -> u64 {
     let name = call.func_name.as_str();
+    let binary = call.target.is_none() && call.args.len() == 2;
+    let both_literal = call.args.iter().all(is_literal);
     match name {
         operators::LOGICAL_AND | operators::LOGICAL_OR if call.args.len() == 2 => {
             let units = region(&mut call.args[0]);
@@ -310,6 +402,50 @@ fn call_units(call: &mut CallExpr) -> u64 {
             // Membership in a constant list is a set lookup, planned at compile time.
             region(&mut call.args[0])
         }
+        operators::IN if binary => {
+            let units = region(&mut call.args[0]) + region(&mut call.args[1]);
+            sized(&mut call.args[1], -1, SizeRule::InList);
+            units
+        }
+        operators::EQUALS | operators::NOT_EQUALS if binary && !both_literal => {
+            let [first, second] = call.args.as_mut_slice() else {
+                unreachable!("two arguments")
+            };
+            sized_pair(first, second, SizeRule::Min)
+        }
+        operators::LESS
+        | operators::LESS_EQUALS
+        | operators::GREATER
+        | operators::GREATER_EQUALS
+            if binary && !both_literal =>
+        {
+            let [first, second] = call.args.as_mut_slice() else {
+                unreachable!("two arguments")
+            };
+            sized_pair(first, second, SizeRule::MinOfText)
+        }
+        operators::ADD if binary && !both_literal => {
+            let [first, second] = call.args.as_mut_slice() else {
+                unreachable!("two arguments")
+            };
+            sized_pair(first, second, SizeRule::SumOfText)
+        }
+        "contains" if call.args.len() == 1 && call.target.is_some() => {
+            let target = call.target.as_deref_mut().expect("a target");
+            sized_pair(&mut call.args[0], target, SizeRule::Product)
+        }
+        "startsWith" | "endsWith" if call.args.len() == 1 && call.target.is_some() => {
+            // cel-go v0.29 charges the prefix's (suffix's) size, not the text's.
+            let target = call.target.as_deref_mut().expect("a target");
+            let units = region(target) + region(&mut call.args[0]);
+            sized(&mut call.args[0], -1, SizeRule::Text);
+            units
+        }
+        // Charged by the implementation, from the text's and the pattern's lengths.
+        "matches" => {
+            let target = call.target.as_deref_mut().map_or(0, region);
+            target + call.args.iter_mut().map(region).sum::<u64>()
+        }
         // The two-variable macros' plumbing, which cel-go does not need.
         "@pairs" | "@mapFromPairs" | "@mapFromMaps" => call.args.iter_mut().map(region).sum(),
         _ if call.target.is_none()
@@ -329,6 +465,47 @@ fn call_units(call: &mut CallExpr) -> u64 {
                 None => 0,
             };
             1 + target + call.args.iter_mut().map(region).sum::<u64>()
+        }
+    }
+}
+
+// ---- at evaluation -----------------------------------------------------------------------
+
+thread_local! {
+    /// The first operand's size and textness of each sized call being evaluated, by site.
+    static NOTED: std::cell::RefCell<Vec<(i64, (u64, bool))>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Charges (or notes, for [`SizeRule::Note`]) the call at `site` for an operand of `size`.
+/// A charge with nothing noted (the first operand failed, and the error was absorbed) charges
+/// nothing: cel-go charges no call whose arguments failed.
+pub(crate) fn charge_sized(
+    site: i64,
+    rule: SizeRule,
+    operand: (u64, bool),
+) -> Result<(), cel::ExecutionError> {
+    match rule {
+        SizeRule::Note => {
+            NOTED.with(|noted| {
+                let mut noted = noted.borrow_mut();
+                match noted.iter_mut().find(|(s, _)| *s == site) {
+                    Some(entry) => entry.1 = operand,
+                    None => noted.push((site, operand)),
+                }
+            });
+            Ok(())
+        }
+        SizeRule::InList | SizeRule::Text => super::charge_cost(rule.units((0, false), operand)),
+        _ => {
+            let first = NOTED.with(|noted| {
+                let mut noted = noted.borrow_mut();
+                let at = noted.iter().position(|(s, _)| *s == site)?;
+                Some(noted.swap_remove(at).1)
+            });
+            match first {
+                Some(first) => super::charge_cost(rule.units(first, operand)),
+                None => Ok(()),
+            }
         }
     }
 }

@@ -610,6 +610,50 @@ fn runtime_cost_follows_cel_go_units() {
     }
 }
 
+#[test]
+fn size_dependent_calls_are_charged_by_their_operands_sizes() {
+    let note = "a".repeat(35);
+    let pod = json!({"metadata": {"name": "web", "annotations": {"note": note}},
+                     "spec": {"containers": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}});
+    for (source, expected) in [
+        // Equality: the smaller operand's size / 10, rounded up.
+        (
+            "'abcdefghijklmnopqrstuvwxyz' == object.metadata.name",
+            3 + 1,
+        ),
+        (
+            "object.metadata.annotations.note == object.metadata.annotations.note",
+            4 + 4 + 4,
+        ),
+        // contains: both sizes / 10, multiplied; startsWith: the prefix's.
+        (
+            "object.metadata.annotations.note.contains('abcdefghijk')",
+            4 + 4 * 2,
+        ),
+        ("object.metadata.annotations.note.startsWith('a')", 4 + 1),
+        (
+            "object.metadata.annotations.note.endsWith(object.metadata.annotations.note)",
+            4 + 4 + 4,
+        ),
+        // matches: (1 + the text) / 10 times the pattern / 4.
+        (
+            "object.metadata.annotations.note.matches('^a.*$')",
+            4 + 4 * 2,
+        ),
+        // in a list built at runtime: its size.
+        ("'x' in object.spec.containers.map(c, c.name)", 46 + 3),
+        // + on strings: the sum / 10; size() 1; > on ints 1.
+        (
+            "(object.metadata.annotations.note + 'x').size() > 0",
+            4 + 4 + 1 + 1,
+        ),
+    ] {
+        let (result, cost) = cost_of(source, &pod);
+        assert!(result.is_ok(), "{source}: {result:?}");
+        assert_eq!(cost, expected, "{source}");
+    }
+}
+
 /// Issue 14's measurement against the apiserver: the triple comprehension admits with 44
 /// containers (780 520 units) and is cancelled with 48 (1 011 796), whatever the load.
 #[test]

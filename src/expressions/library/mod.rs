@@ -265,6 +265,7 @@ pub(super) fn register(env: &mut Env) {
     // internal
     global(env, "@budget", 1, budget);
     global(env, "@cost", 2, cost);
+    global(env, "@sized", 3, sized);
     global(env, "@pairs", 1, overload!(pairs));
     global(env, "@entry", 2, overload!(entry));
     global(env, "@mapFromPairs", 1, overload!(map_from_pairs));
@@ -511,6 +512,34 @@ fn cost<'b, 'v>(mut args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Executi
         })
         .ok_or_else(ExecutionError::missing_argument_or_target)?;
     super::charge_cost(units.max(0) as u64)?;
+    Ok(value)
+}
+
+/// `@sized(site, rule, x)`: `x`, after charging (or noting) its size for the call at `site`.
+fn sized<'b, 'v>(mut args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    use cel::common::types::{CelInt, Kind};
+    use cel::common::value::FromVal;
+    let value = args
+        .pop()
+        .ok_or_else(ExecutionError::missing_argument_or_target)?;
+    let mut int = || {
+        args.pop()
+            .and_then(|arg| CelInt::from_val(arg.as_ref()).map(|i| *i.inner()))
+            .ok_or_else(ExecutionError::missing_argument_or_target)
+    };
+    let rule = super::cost::SizeRule::from_code(int()?)
+        .ok_or_else(ExecutionError::missing_argument_or_target)?;
+    let site = int()?;
+    let kind = value.get_type().kind();
+    // cel-go's `actualSize`: a string's code points, a list's or map's items; 1 otherwise.
+    let size = value
+        .as_sizer()
+        .map_or(1, |s| (*s.size().inner()).max(0) as u64);
+    let textlike = match rule {
+        super::cost::SizeRule::InList => kind == Kind::List,
+        _ => matches!(kind, Kind::String | Kind::Bytes),
+    };
+    super::cost::charge_sized(site, rule, (size, textlike))?;
     Ok(value)
 }
 

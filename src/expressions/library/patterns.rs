@@ -58,6 +58,11 @@ pub(super) fn regex_matches<'b, 'v>(
                 .collect(),
         ));
     };
+    // cel-go's cost: (1 + the text's length) / 10 times the pattern's length / 4, each
+    // rounded up.
+    let text_units = (1 + text.chars().count() as u64).div_ceil(10);
+    let pattern_units = (pattern.chars().count() as u64).div_ceil(4);
+    crate::expressions::charge_cost(text_units * pattern_units)?;
     let matched = with_regex("matches", pattern, |re| re.is_match(text))?;
     Ok(CowVal::owned(cel::common::types::CelBool::from(matched)))
 }
