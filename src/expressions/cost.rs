@@ -162,6 +162,18 @@ fn arm(expr: &mut IdedExpr) {
     charge(expr, units);
 }
 
+/// A literal operand that makes a comparison cost 1 whatever the other operand (unless that
+/// one is empty, which cel-go charges 0): a number, a boolean, null, or a string or byte string
+/// of 1 to 10 characters.
+fn is_short_literal(expr: &IdedExpr) -> bool {
+    match &expr.expr {
+        Expr::Literal(LiteralValue::String(s)) => (1..=10).contains(&s.chars().count()),
+        Expr::Literal(LiteralValue::Bytes(b)) => (1..=10).contains(&b.len()),
+        Expr::Literal(_) => true,
+        _ => false,
+    }
+}
+
 fn is_empty_literal(expr: &IdedExpr) -> bool {
     match &expr.expr {
         Expr::Literal(LiteralValue::String(s)) => s.is_empty(),
@@ -406,6 +418,32 @@ fn call_units(call: &mut CallExpr) -> u64 {
             let units = region(&mut call.args[0]) + region(&mut call.args[1]);
             sized(&mut call.args[1], -1, SizeRule::InList);
             units
+        }
+        // Against a short literal: 1 (0 in cel-go when the other operand is empty; the check is
+        // not worth its cost on every comparison).
+        operators::EQUALS
+        | operators::NOT_EQUALS
+        | operators::LESS
+        | operators::LESS_EQUALS
+        | operators::GREATER
+        | operators::GREATER_EQUALS
+            if binary && call.args.iter().any(is_short_literal) =>
+        {
+            1 + call.args.iter_mut().map(region).sum::<u64>()
+        }
+        operators::ADD
+            if binary
+                && call.args.iter().any(|arg| {
+                    matches!(
+                        &arg.expr,
+                        Expr::Literal(
+                            LiteralValue::Int(_) | LiteralValue::UInt(_) | LiteralValue::Double(_)
+                        )
+                    )
+                }) =>
+        {
+            // Numbers: 1.
+            1 + call.args.iter_mut().map(region).sum::<u64>()
         }
         operators::EQUALS | operators::NOT_EQUALS if binary && !both_literal => {
             let [first, second] = call.args.as_mut_slice() else {

@@ -522,7 +522,12 @@ struct Remaining {
     iterations: u64,
     cost: u64,
     deadline: Instant,
+    /// Charges left before the clock is read again.
+    until_clock: u32,
 }
+
+/// Charges between two readings of the clock (the deadline is a backstop).
+const CHARGES_PER_CLOCK_READING: u32 = 64;
 
 thread_local! {
     static BUDGET: Cell<Option<Remaining>> = const { Cell::new(None) };
@@ -549,6 +554,7 @@ impl Budget {
                     iterations: limits.max_iterations,
                     cost: limits.max_cost,
                     deadline: Instant::now() + limits.max_eval_time,
+                    until_clock: CHARGES_PER_CLOCK_READING,
                 },
             }));
             Budget { outer }
@@ -562,6 +568,7 @@ impl Drop for Budget {
             let restored = match (self.outer, b.get()) {
                 (Some(outer), Some(inner)) => Some(Remaining {
                     iterations: inner.iterations,
+                    until_clock: inner.until_clock,
                     ..outer
                 }),
                 (outer, _) => outer,
@@ -612,8 +619,12 @@ fn spend(
             b.set(Some(remaining));
             return Err(error);
         }
-        if Instant::now() > remaining.deadline {
-            return Err(cancelled("deadline exceeded (--cel-timeout)"));
+        remaining.until_clock = remaining.until_clock.saturating_sub(1);
+        if remaining.until_clock == 0 {
+            if Instant::now() > remaining.deadline {
+                return Err(cancelled("deadline exceeded (--cel-timeout)"));
+            }
+            remaining.until_clock = CHARGES_PER_CLOCK_READING;
         }
         b.set(Some(remaining));
         Ok(())
