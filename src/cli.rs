@@ -61,8 +61,9 @@ pub struct CelArgs {
     /// apiserver's cost limit (1,000,000 per expression) ends evaluations long before.
     #[arg(long, env = "PORTCULLIS_CEL_MAX_ITERATIONS", default_value_t = 100_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub cel_max_iterations: u64,
-    /// Wall-clock time one CEL evaluation may take, checked as runtime cost is charged. A
-    /// backstop: the cost limit, not the clock, decides in normal operation.
+    /// Time one CEL evaluation may take (CPU time of the evaluating thread on Linux, wall time
+    /// elsewhere), checked as runtime cost is charged. A backstop: the cost limit, not the
+    /// clock, decides in normal operation.
     #[arg(long, env = "PORTCULLIS_CEL_TIMEOUT", default_value = "1s", value_parser = parse_positive_duration)]
     pub cel_timeout: Duration,
 }

@@ -32,7 +32,7 @@ mod types;
 
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cel::common::ast::SourceInfo;
 use cel::parser::Expression as ParsedExpression;
@@ -66,8 +66,9 @@ pub struct CelLimits {
     /// the size of each range a comprehension iterates (default 100 000 000: a backstop, the
     /// cost limit ends evaluations first).
     pub max_iterations: u64,
-    /// Wall-clock time one evaluation may take, checked as cost is charged (default 1 s: a
-    /// backstop far above what the cost limit lets an evaluation take).
+    /// Time one evaluation may take, checked as cost is charged (default 1 s: a backstop far
+    /// above what the cost limit lets an evaluation take): CPU time of the evaluating thread
+    /// on Linux, so that it does not depend on the machine's load; wall time elsewhere.
     pub max_eval_time: Duration,
     /// The runtime cost one evaluation may reach, in cel-go's units ([`cost`]): Kubernetes'
     /// per-call limit, 1 000 000, unless a test lowers it.
@@ -521,7 +522,8 @@ impl CelProgram {
 struct Remaining {
     iterations: u64,
     cost: u64,
-    deadline: Instant,
+    /// The evaluation thread's CPU time (see [`evaluation_clock`]) past which it is cancelled.
+    deadline: Duration,
     /// Charges left before the clock is read again.
     until_clock: u32,
 }
@@ -553,7 +555,7 @@ impl Budget {
                 None => Remaining {
                     iterations: limits.max_iterations,
                     cost: limits.max_cost,
-                    deadline: Instant::now() + limits.max_eval_time,
+                    deadline: evaluation_clock() + limits.max_eval_time,
                     until_clock: CHARGES_PER_CLOCK_READING,
                 },
             }));
@@ -575,6 +577,24 @@ impl Drop for Budget {
             };
             b.set(restored);
         });
+    }
+}
+
+/// The clock of `--cel-timeout`: the calling thread's CPU time on Linux, so that the backstop
+/// does not depend on how many evaluations share the cores; wall time elsewhere.
+fn evaluation_clock() -> Duration {
+    #[cfg(target_os = "linux")]
+    {
+        let now = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+        Duration::new(
+            now.tv_sec.max(0) as u64,
+            now.tv_nsec.clamp(0, 999_999_999) as u32,
+        )
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        static START: OnceLock<std::time::Instant> = OnceLock::new();
+        START.get_or_init(std::time::Instant::now).elapsed()
     }
 }
 
@@ -621,7 +641,7 @@ fn spend(
         }
         remaining.until_clock = remaining.until_clock.saturating_sub(1);
         if remaining.until_clock == 0 {
-            if Instant::now() > remaining.deadline {
+            if evaluation_clock() > remaining.deadline {
                 return Err(cancelled("deadline exceeded (--cel-timeout)"));
             }
             remaining.until_clock = CHARGES_PER_CLOCK_READING;
