@@ -14,7 +14,11 @@
 //!   a refused connect);
 //! - an HTTP/2 request refused by the server's GOAWAY, which the server never processed
 //!   (RFC 9113 §6.8: safe to retry). "Never processed" is checked, not assumed: the server
-//!   logs one line per decision with its uid, and a refused uid must not appear there.
+//!   logs one line per decision with its uid, and a refused uid must not appear there. The
+//!   server closes an HTTP/2 connection only after its GOAWAY; when the client's write of a new
+//!   stream races that close, the h2 client reports the closed connection (`broken pipe`, no
+//!   `close_notify`) instead of the GOAWAY it had not read yet (seen about once in 25 runs
+//!   under CPU stress). Such a request, never processed either, is counted with the refused.
 
 mod common;
 #[allow(dead_code)]
@@ -958,7 +962,19 @@ async fn scenario() {
     let mut refused_by_goaway = 0;
     for request in std::mem::take(&mut *load.unanswered.lock().unwrap()) {
         let goaway = request.error.contains("connection error received");
-        if !decided.contains(&request.uid) && request.h2 && request.after_sigterm && goaway {
+        let closed_after_goaway = [
+            "broken pipe",
+            "close_notify",
+            "connection closed",
+            "connection reset",
+        ]
+        .iter()
+        .any(|cut| request.error.contains(cut));
+        if !decided.contains(&request.uid)
+            && request.h2
+            && request.after_sigterm
+            && (goaway || closed_after_goaway)
+        {
             refused_by_goaway += 1;
         } else {
             let decided = decided.contains(&request.uid);
@@ -979,7 +995,7 @@ async fn scenario() {
          {} version 2 denials; {completed}/{IN_FLIGHT_AT_SIGTERM} held requests completed after \
          SIGTERM; clients stopped by the drain: {} after `connection: close`, {} finding the \
          connection closed before writing, {} refused at connect; h2 requests refused by \
-         GOAWAY: {refused_by_goaway}; server decisions for load requests: {load_decisions}; \
+         GOAWAY (or cut by the close after it, unprocessed): {refused_by_goaway}; server decisions for load requests: {load_decisions}; \
          exit {status:?} {stopped_after:?} after SIGTERM",
         load.good_by_client
             .iter()
