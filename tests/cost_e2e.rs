@@ -253,3 +253,206 @@ fn the_cost_limit_cancels_the_same_objects_as_the_apiserver() {
         assert_eq!(outcomes, [true, true, false], "{case}");
     }
 }
+
+/// The expression each budget case repeats: true on the budget cases' Pods, and charged by
+/// the size of the strings it compares, so that each call costs some 240 000 units for
+/// little work (the budgets are reached after tens of calls, each within the per-call limit).
+const BUDGET_EXPRESSION: &str = "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11].all(i, \
+     object.metadata.annotations['big'] == object.metadata.annotations['big'])";
+
+/// The size of the annotation [`BUDGET_EXPRESSION`] compares (annotations may hold 256 KiB).
+const BUDGET_ANNOTATION_BYTES: usize = 200_000;
+
+fn budget_pod(name: &str) -> Value {
+    let mut object = pod(name, 1);
+    object["metadata"]["name"] = json!(name);
+    object["metadata"]["annotations"] = json!({"big": "x".repeat(BUDGET_ANNOTATION_BYTES)});
+    object
+}
+
+const OUT_OF_BUDGET: &str = "validation failed due to running out of cost budget";
+
+/// A policy for the budget cases: `conditions` matchConditions and `validations`
+/// validations repeating [`BUDGET_EXPRESSION`], read through a variable each when
+/// `through_variables`, then a validation that always fails, so that a policy that ran to the
+/// end denies with `denied by <name>`.
+fn budget_policy_yaml(
+    name: &str,
+    conditions: usize,
+    validations: usize,
+    through_variables: bool,
+) -> String {
+    let mut spec = String::new();
+    if conditions > 0 {
+        spec.push_str("  matchConditions:\n");
+        for i in 0..conditions {
+            spec.push_str(&format!(
+                "    - name: c{i}\n      expression: {BUDGET_EXPRESSION:?}\n"
+            ));
+        }
+    }
+    if through_variables {
+        spec.push_str("  variables:\n");
+        for i in 0..validations {
+            spec.push_str(&format!(
+                "    - name: v{i}\n      expression: {BUDGET_EXPRESSION:?}\n"
+            ));
+        }
+    }
+    spec.push_str("  validations:\n");
+    for i in 0..validations {
+        let expression = if through_variables {
+            format!("variables.v{i}")
+        } else {
+            BUDGET_EXPRESSION.to_owned()
+        };
+        spec.push_str(&format!("    - expression: {expression:?}\n"));
+    }
+    spec.push_str(&format!(
+        "    - expression: \"false\"\n      message: denied by {name}\n"
+    ));
+    format!(
+        "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: {name}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    objectSelector:
+      matchLabels:
+        cost-case: {name}
+    resourceRules:
+      - apiGroups: [\"\"]
+        apiVersions: [v1]
+        operations: [CREATE]
+        resources: [pods]
+{spec}---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: {name}
+spec:
+  policyName: {name}
+  validationActions: [Deny]
+---
+"
+    )
+}
+
+/// The apiserver shares a budget of 10 000 000 units among a policy's validations (the
+/// variables they read counted with them) and one of 2 500 000 among its matchConditions;
+/// the call that overruns it stops the policy with `validation failed due to running out of
+/// cost budget, no further validation rules will be run`. For each budget, a policy with as
+/// many calls as fit and one with one call more, checked by Portcullis and by the apiserver.
+#[test]
+fn the_policy_budgets_stop_the_same_policies_as_the_apiserver() {
+    let env = CelEnvironment::kubernetes().limits(CelLimits {
+        max_eval_time: Duration::from_secs(120),
+        ..CelLimits::default()
+    });
+    let program = env.compile(BUDGET_EXPRESSION).unwrap();
+    let probe = budget_pod("probe");
+    let (result, cost) = program.evaluate_with_cost(&Activation::new().object(&probe));
+    assert!(
+        result.is_ok() && cost > 100_000,
+        "{result:?} at {cost} units"
+    );
+    // A validation reading a variable adds 2 units (`variables`, then `.vN`).
+    let fits = (10_000_000 / cost) as usize;
+    let fits_through_variables = (10_000_000 / (cost + 2)) as usize;
+    let conditions_fit = (2_500_000 / cost) as usize;
+    eprintln!(
+        "one call costs {cost} units: {fits} validations fit ({fits_through_variables} through \
+         variables), {conditions_fit} matchConditions"
+    );
+    // (name, matchConditions, validations, through variables, stopped by the budget)
+    let cases = [
+        ("budget-validations-fit", 0, fits, false, false),
+        ("budget-validations-over", 0, fits + 1, false, true),
+        (
+            "budget-variables-fit",
+            0,
+            fits_through_variables,
+            true,
+            false,
+        ),
+        (
+            "budget-variables-over",
+            0,
+            fits_through_variables + 1,
+            true,
+            true,
+        ),
+        ("budget-conditions-fit", conditions_fit, 0, false, false),
+        ("budget-conditions-over", conditions_fit + 1, 0, false, true),
+    ];
+    let work = tempfile::tempdir().unwrap();
+    let policies = work.path().join("policies.yaml");
+    let yaml: String = cases
+        .iter()
+        .map(|(name, conditions, validations, variables, _)| {
+            budget_policy_yaml(name, *conditions, *validations, *variables)
+        })
+        .collect();
+    std::fs::write(&policies, yaml).unwrap();
+    let mut files = Vec::new();
+    for (name, ..) in &cases {
+        let file = work.path().join(format!("{name}.json"));
+        let object = budget_pod(name);
+        std::fs::write(&file, serde_json::to_vec(&object).unwrap()).unwrap();
+        files.push((file, object));
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .args(["check", "--cel-timeout", "10m", "--output", "json"])
+        .arg("--policies")
+        .arg(&policies)
+        .args(files.iter().map(|(file, _)| file))
+        .output()
+        .unwrap();
+    let checked: Vec<Value> = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("check output: {e}: {}", stderr(&output)));
+    assert_eq!(checked.len(), cases.len());
+    // Portcullis on its own: every policy ran to its end, or was stopped by its budget.
+    for ((name, .., stopped), portcullis) in cases.iter().zip(&checked) {
+        let violations = portcullis["violations"].to_string();
+        let expected = if *stopped {
+            OUT_OF_BUDGET.to_owned()
+        } else {
+            format!("denied by {name}")
+        };
+        assert!(violations.contains(&expected), "{name}: {violations}");
+    }
+
+    let Some(bin) = e2e_bin() else { return };
+    let cluster = ControlPlane::start(&bin);
+    cluster.kubectl_ok(&["apply", "-f", policies.to_str().unwrap()]);
+    let (last, _) = &files[files.len() - 1];
+    let last_name = cases[cases.len() - 1].0;
+    let last_object: Value = serde_json::from_slice(&std::fs::read(last).unwrap()).unwrap();
+    eventually(
+        "the budget policies to be in force",
+        Duration::from_secs(60),
+        || match apiserver_answer(&cluster, &last_object) {
+            Err(error) if error.contains(last_name) => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
+    let mut differences = Vec::new();
+    for (((name, .., stopped), (_, object)), portcullis) in cases.iter().zip(&files).zip(&checked) {
+        let apiserver = apiserver_answer(&cluster, object).unwrap_err();
+        let expected = if *stopped {
+            OUT_OF_BUDGET.to_owned()
+        } else {
+            format!("denied by {name}")
+        };
+        eprintln!("{name}: apiserver {apiserver}");
+        if !apiserver.contains(&expected) {
+            differences.push(format!(
+                "{name}: apiserver {apiserver:?}, Portcullis {}",
+                portcullis["violations"]
+            ));
+        }
+    }
+    assert!(differences.is_empty(), "{differences:#?}");
+}

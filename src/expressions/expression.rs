@@ -276,16 +276,41 @@ impl Expression {
             .map_err(|error| self.resulted_in_error(&error))
     }
 
+    /// Like [`Expression::evaluate_worded`], with the runtime cost charged.
+    pub fn evaluate_worded_with_cost(
+        &self,
+        activation: &Activation<'_>,
+    ) -> (Result<cel::Value, String>, u64) {
+        let (result, cost) = self.program.evaluate_with_cost(activation);
+        (
+            result.map_err(|error| self.resulted_in_error(&error.to_string())),
+            cost,
+        )
+    }
+
     /// Evaluates an expression that must give a bool (a validation, a match condition); any
     /// other type is an error: `expression '<source>' resulted in error: expected bool, got
     /// <type>`.
     pub fn evaluate_bool(&self, activation: &Activation<'_>) -> Result<bool, String> {
-        match self.evaluate_worded(activation)? {
-            cel::Value::Bool(value) => Ok(value),
-            other => {
+        self.evaluate_bool_with_cost(activation).0
+    }
+
+    /// Like [`Expression::evaluate_bool`], with the runtime cost charged (see
+    /// [`crate::expressions::CelProgram::evaluate_with_cost`]), which the apiserver counts
+    /// against a policy's budget.
+    pub fn evaluate_bool_with_cost(
+        &self,
+        activation: &Activation<'_>,
+    ) -> (Result<bool, String>, u64) {
+        let (result, cost) = self.program.evaluate_with_cost(activation);
+        let result = match result {
+            Ok(cel::Value::Bool(value)) => Ok(value),
+            Ok(other) => {
                 Err(self.resulted_in_error(&format!("expected bool, got {}", type_name(&other))))
             }
-        }
+            Err(error) => Err(self.resulted_in_error(&error.to_string())),
+        };
+        (result, cost)
     }
 
     fn resulted_in_error(&self, error: &str) -> String {

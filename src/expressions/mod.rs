@@ -86,6 +86,44 @@ pub struct CelLimits {
 /// Kubernetes' runtime cost limit of one expression evaluation (`celconfig.PerCallLimit`).
 pub const PER_CALL_COST_LIMIT: u64 = 1_000_000;
 
+/// Kubernetes' runtime cost budget of one policy evaluation for one binding and parameter
+/// (`celconfig.RuntimeCELCostBudget`): its validations share it, and so, separately, do its
+/// audit annotations.
+pub const POLICY_COST_BUDGET: u64 = 10_000_000;
+
+/// Kubernetes' runtime cost budget of a policy's `matchConditions`
+/// (`celconfig.RuntimeCELCostBudgetMatchConditions`).
+pub const MATCH_CONDITIONS_COST_BUDGET: u64 = 2_500_000;
+
+/// The apiserver's error when a policy's expressions together overrun their budget.
+pub const OUT_OF_BUDGET: &str =
+    "validation failed due to running out of cost budget, no further validation rules will be run";
+
+/// What is left of a budget shared by several expression calls (see [`POLICY_COST_BUDGET`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CostBudget {
+    remaining: u64,
+}
+
+impl CostBudget {
+    /// A budget of `units`.
+    pub fn new(units: u64) -> Self {
+        CostBudget { remaining: units }
+    }
+
+    /// Takes what one call cost; `Err(OUT_OF_BUDGET)` when that is more than is left, after
+    /// which nothing more may run.
+    pub fn spend(&mut self, cost: u64) -> Result<(), &'static str> {
+        match self.remaining.checked_sub(cost) {
+            Some(left) => {
+                self.remaining = left;
+                Ok(())
+            }
+            None => Err(OUT_OF_BUDGET),
+        }
+    }
+}
+
 /// The process-wide limits of [`CelEnvironment::kubernetes`], fixed at first use.
 static CONFIGURED_LIMITS: OnceLock<CelLimits> = OnceLock::new();
 
@@ -499,18 +537,26 @@ impl CelProgram {
     }
 
     /// Like [`CelProgram::evaluate`], with the runtime cost the evaluation was charged, in
-    /// cel-go's units (variables evaluated on the way are charged to their own calls).
+    /// cel-go's units: its own, plus what the `variables` it evaluated on the way cost (each
+    /// a call of its own, as the apiserver's composition context counts them against the
+    /// policy's budget). A cancelled evaluation reports what it had been charged when
+    /// cancelled, past the limit as cel-go does.
     pub fn evaluate_with_cost(
         &self,
         activation: &Activation<'_>,
     ) -> (Result<cel::Value, CelEvalError>, u64) {
-        let _budget = Budget::enter(&self.limits);
+        let budget = Budget::enter(&self.limits);
         let resolver = activation.resolver();
         let mut context = Context::with_env(Arc::clone(&self.env));
         context.set_variable_resolver(&resolver);
         let result = cel::Value::resolve_val(&self.expression, &context)
             .and_then(|value| cel::Value::try_from(value.as_ref()));
-        let spent = BUDGET.with(|b| b.get().map_or(0, |r| self.limits.max_cost - r.cost));
+        let (spent, cancelled) = budget.spent();
+        let result = match (result, cancelled) {
+            // A cancellation is final even where an operator absorbed the error.
+            (Ok(_), true) => Err(self::cancelled("actual cost limit exceeded")),
+            (result, _) => result,
+        };
         (result.map_err(|error| activation.explain(error)), spent)
     }
 }
@@ -522,6 +568,10 @@ impl CelProgram {
 struct Remaining {
     iterations: u64,
     cost: u64,
+    /// Units charged past the per-call limit by the charge that cancelled the evaluation.
+    overshoot: u64,
+    /// What the nested evaluations of `variables` were charged, each against its own limit.
+    composed: u64,
     /// The evaluation thread's CPU time (see [`evaluation_clock`]) past which it is cancelled.
     deadline: Duration,
     /// Charges left before the clock is read again.
@@ -537,10 +587,11 @@ thread_local! {
 
 /// The budget of the evaluation running on this thread. The outermost evaluation sets it
 /// and clears it on drop; a nested one (a `variables` entry evaluated lazily) gets a cost
-/// limit of its own, as the apiserver evaluates each variable as its own call, and shares
-/// the iteration budget and the deadline.
+/// limit of its own, as the apiserver evaluates each variable as its own call, shares the
+/// iteration budget and the deadline, and adds what it cost to the outer one's `composed`.
 struct Budget {
     outer: Option<Remaining>,
+    limit: u64,
 }
 
 impl Budget {
@@ -550,17 +601,39 @@ impl Budget {
             b.set(Some(match outer {
                 Some(outer) => Remaining {
                     cost: limits.max_cost,
+                    overshoot: 0,
+                    composed: 0,
                     ..outer
                 },
                 None => Remaining {
                     iterations: limits.max_iterations,
                     cost: limits.max_cost,
+                    overshoot: 0,
+                    composed: 0,
                     deadline: evaluation_clock() + limits.max_eval_time,
                     until_clock: CHARGES_PER_CLOCK_READING,
                 },
             }));
-            Budget { outer }
+            Budget {
+                outer,
+                limit: limits.max_cost,
+            }
         })
+    }
+
+    /// What this evaluation was charged (its own units and its variables'), and whether the
+    /// per-call cost limit cancelled it.
+    fn spent(&self) -> (u64, bool) {
+        BUDGET.with(|b| {
+            b.get()
+                .map_or((0, false), |r| (self.charged(&r), r.overshoot > 0))
+        })
+    }
+
+    fn charged(&self, r: &Remaining) -> u64 {
+        (self.limit.saturating_sub(r.cost))
+            .saturating_add(r.overshoot)
+            .saturating_add(r.composed)
     }
 }
 
@@ -568,11 +641,15 @@ impl Drop for Budget {
     fn drop(&mut self) {
         BUDGET.with(|b| {
             let restored = match (self.outer, b.get()) {
-                (Some(outer), Some(inner)) => Some(Remaining {
-                    iterations: inner.iterations,
-                    until_clock: inner.until_clock,
-                    ..outer
-                }),
+                (Some(outer), Some(inner)) => {
+                    let inner_spent = self.charged(&inner);
+                    Some(Remaining {
+                        iterations: inner.iterations,
+                        until_clock: inner.until_clock,
+                        composed: outer.composed.saturating_add(inner_spent),
+                        ..outer
+                    })
+                }
                 (outer, _) => outer,
             };
             b.set(restored);
@@ -617,12 +694,17 @@ pub(crate) fn charge(iterations: u64) -> Result<(), ExecutionError> {
 
 /// Charges `units` of runtime cost to the running evaluation.
 pub(crate) fn charge_cost(units: u64) -> Result<(), ExecutionError> {
-    spend(|remaining| {
-        remaining.cost = remaining
-            .cost
-            .checked_sub(units)
-            .ok_or_else(|| cancelled("actual cost limit exceeded"))?;
-        Ok(())
+    spend(|remaining| match remaining.cost.checked_sub(units) {
+        Some(left) => {
+            remaining.cost = left;
+            Ok(())
+        }
+        None => {
+            if remaining.overshoot == 0 {
+                remaining.overshoot = units - remaining.cost;
+            }
+            Err(cancelled("actual cost limit exceeded"))
+        }
     })
 }
 

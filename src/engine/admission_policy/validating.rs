@@ -11,11 +11,12 @@ use super::AdmissionPolicies;
 use super::binding::{BindingCore, Bound};
 use super::field_validation::FieldErrors;
 use super::policy_core::{PolicyCore, expect_output};
+use super::scope::Scope;
 use crate::admission::AdmissionRequest;
 use crate::engine::audit_annotation_key;
 use crate::engine::cel_input::{CelInputCell, failure_message};
 use crate::engine::{Decision, DenialStatus, NamespaceLookup, PolicyOutcome, Violation};
-use crate::expressions::{CelType, Expression};
+use crate::expressions::{CelType, CostBudget, Expression, POLICY_COST_BUDGET};
 use crate::policy::admission_policy::{
     Document, FailurePolicy, ValidatingBindingSpec, ValidatingPolicySpec, ValidationAction,
 };
@@ -176,6 +177,57 @@ struct Failure {
     index: usize,
 }
 
+impl Failure {
+    /// An evaluation error of the expression at `index`: a failure under failurePolicy Fail
+    /// (routed by the binding's actions, as the apiserver does), nothing under Ignore.
+    fn error(message: String, index: usize, fail: bool) -> Vec<Failure> {
+        if !fail {
+            return Vec::new();
+        }
+        vec![Failure {
+            message,
+            reason: None,
+            index,
+        }]
+    }
+}
+
+/// An audit annotation's key, and its value or the error its expression gave.
+type AuditAnnotationValue<'p> = (&'p str, Result<String, String>);
+
+/// The values of a policy's audit annotations, in order: a value, or the error to deny with
+/// under failurePolicy Fail; `Err` when together they overran their budget.
+fn audit_annotation_values<'p>(
+    policy: &'p ValidatingPolicy,
+    scope: &Scope<'_>,
+) -> Result<Vec<AuditAnnotationValue<'p>>, &'static str> {
+    let mut budget = CostBudget::new(POLICY_COST_BUDGET);
+    let mut values = Vec::new();
+    for (key, expression) in &policy.audit_annotations {
+        let (result, cost) = scope.evaluate_with_cost(expression);
+        budget.spend(cost)?;
+        let value = match result {
+            Ok(cel::Value::String(value)) => {
+                let value = value.trim();
+                if value.is_empty() {
+                    continue;
+                }
+                Ok(truncate(value, MAX_AUDIT_VALUE_BYTES).to_owned())
+            }
+            Ok(cel::Value::Null) => continue,
+            Ok(other) => Err(format!(
+                "valueExpression '{}' resulted in unsupported return type: {}. \
+                 Return type must be either string or null.",
+                expression.source(),
+                crate::expressions::type_name(&other)
+            )),
+            Err(error) => Err(error),
+        };
+        values.push((key.as_str(), value));
+    }
+    Ok(values)
+}
+
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct ValidationFailureValue<'a> {
@@ -232,12 +284,24 @@ pub fn validate<'r>(
                 let scope = evaluation.scope(object);
                 let mut failures = Vec::new();
                 let mut errored = false;
-                let mut conditions_failed = false;
+                // As the apiserver: when matchConditions could not be evaluated, or the
+                // expressions overran their budget, the policy is neither validated further
+                // nor annotated.
+                let mut stopped = false;
                 match scope.match_conditions(&policy.core.match_conditions) {
                     Ok(false) => return,
                     Ok(true) => {
+                        let mut budget = CostBudget::new(POLICY_COST_BUDGET);
                         for (index, validation) in policy.validations.iter().enumerate() {
-                            let result = validation.expression.evaluate_bool(&scope.activation);
+                            let (result, cost) = validation
+                                .expression
+                                .evaluate_bool_with_cost(&scope.activation);
+                            if let Err(out_of_budget) = budget.spend(cost) {
+                                failures = Failure::error(out_of_budget.into(), 0, fail);
+                                errored = true;
+                                stopped = true;
+                                break;
+                            }
                             errored |= result.is_err();
                             match result {
                                 Ok(true) => {}
@@ -251,27 +315,28 @@ pub fn validate<'r>(
                                     reason: validation.reason.clone(),
                                     index,
                                 }),
-                                Err(error) if fail => failures.push(Failure {
-                                    message: error,
-                                    reason: None,
-                                    index,
-                                }),
-                                Err(_) => {}
+                                Err(error) => failures.extend(Failure::error(error, index, fail)),
                             }
                         }
                     }
                     Err(error) => {
                         errored = true;
-                        conditions_failed = true;
-                        if fail {
-                            failures.push(Failure {
-                                message: error,
-                                reason: None,
-                                index: 0,
-                            });
-                        }
+                        stopped = true;
+                        failures = Failure::error(error, 0, fail);
                     }
                 }
+                let values = if stopped {
+                    Vec::new()
+                } else {
+                    match audit_annotation_values(policy, &scope) {
+                        Ok(values) => values,
+                        Err(out_of_budget) => {
+                            errored = true;
+                            failures = Failure::error(out_of_budget.into(), 0, fail);
+                            Vec::new()
+                        }
+                    }
+                };
                 let result = if errored {
                     "error"
                 } else if failures.is_empty() {
@@ -283,35 +348,16 @@ pub fn validate<'r>(
                 for failure in failures {
                     route(policy, binding, failure, decision);
                 }
-                // As the apiserver: a policy whose matchConditions could not be evaluated is
-                // neither validated nor annotated.
-                if conditions_failed {
-                    return;
-                }
-                for (key, expression) in &policy.audit_annotations {
-                    let error = match scope.evaluate(expression) {
-                        Ok(cel::Value::String(value)) => {
-                            let value = value.trim();
-                            if !value.is_empty() {
-                                let value = truncate(value, MAX_AUDIT_VALUE_BYTES).to_owned();
-                                let values = annotations.entry(key).or_default();
-                                if !values.contains(&value) {
-                                    values.push(value);
-                                }
+                for (key, value) in values {
+                    match value {
+                        Ok(value) => {
+                            let values = annotations.entry(key).or_default();
+                            if !values.contains(&value) {
+                                values.push(value);
                             }
-                            continue;
                         }
-                        Ok(cel::Value::Null) => continue,
-                        Ok(other) => format!(
-                            "valueExpression '{}' resulted in unsupported return type: {}. \
-                             Return type must be either string or null.",
-                            expression.source(),
-                            crate::expressions::type_name(&other)
-                        ),
-                        Err(error) => error,
-                    };
-                    if fail {
-                        deny(policy, binding, error, None, decision);
+                        Err(error) if fail => deny(policy, binding, error, None, decision),
+                        Err(_) => {}
                     }
                 }
             },
