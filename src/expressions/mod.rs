@@ -572,8 +572,12 @@ struct Remaining {
     overshoot: u64,
     /// What the nested evaluations of `variables` were charged, each against its own limit.
     composed: u64,
-    /// The evaluation thread's CPU time (see [`evaluation_clock`]) past which it is cancelled.
-    deadline: Duration,
+    /// The evaluation thread's CPU time (see [`evaluation_clock`]) past which it is cancelled;
+    /// `None` until the clock is first read, after [`CHARGES_PER_CLOCK_READING`] charges (most
+    /// evaluations end before, and reading a thread's CPU time is a system call).
+    deadline: Option<Duration>,
+    /// `--cel-timeout`, which the deadline is set from.
+    max_eval_time: Duration,
     /// Charges left before the clock is read again.
     until_clock: u32,
 }
@@ -610,7 +614,8 @@ impl Budget {
                     cost: limits.max_cost,
                     overshoot: 0,
                     composed: 0,
-                    deadline: evaluation_clock() + limits.max_eval_time,
+                    deadline: None,
+                    max_eval_time: limits.max_eval_time,
                     until_clock: CHARGES_PER_CLOCK_READING,
                 },
             }));
@@ -681,14 +686,18 @@ fn cancelled(message: &str) -> ExecutionError {
 
 /// Charges `iterations` to the running evaluation's iteration budget.
 pub(crate) fn charge(iterations: u64) -> Result<(), ExecutionError> {
-    spend(|remaining| {
-        remaining.iterations = remaining
-            .iterations
-            .checked_sub(iterations)
-            .ok_or_else(|| {
-                cancelled("comprehension iteration limit exceeded (--cel-max-iterations)")
-            })?;
-        Ok(())
+    // Once over, every later charge fails too, so that no operator absorbs the error.
+    spend(|remaining| match remaining.iterations.checked_sub(iterations) {
+        Some(left) => {
+            remaining.iterations = left;
+            Ok(())
+        }
+        None => {
+            remaining.iterations = 0;
+            Err(cancelled(
+                "comprehension iteration limit exceeded (--cel-max-iterations)",
+            ))
+        }
     })
 }
 
@@ -703,6 +712,7 @@ pub(crate) fn charge_cost(units: u64) -> Result<(), ExecutionError> {
             if remaining.overshoot == 0 {
                 remaining.overshoot = units - remaining.cost;
             }
+            remaining.cost = 0;
             Err(cancelled("actual cost limit exceeded"))
         }
     })
@@ -716,15 +726,18 @@ fn spend(
             return Ok(());
         };
         if let Err(error) = take(&mut remaining) {
-            remaining.iterations = 0;
-            remaining.cost = 0;
             b.set(Some(remaining));
             return Err(error);
         }
         remaining.until_clock = remaining.until_clock.saturating_sub(1);
         if remaining.until_clock == 0 {
-            if evaluation_clock() > remaining.deadline {
-                return Err(cancelled("deadline exceeded (--cel-timeout)"));
+            let now = evaluation_clock();
+            match remaining.deadline {
+                None => remaining.deadline = Some(now + remaining.max_eval_time),
+                Some(deadline) if now > deadline => {
+                    return Err(cancelled("deadline exceeded (--cel-timeout)"));
+                }
+                Some(_) => {}
             }
             remaining.until_clock = CHARGES_PER_CLOCK_READING;
         }
