@@ -4,7 +4,8 @@
 //!
 //! For each expression shape below (nested comprehensions of each macro, presence tests,
 //! literals built per item, calls charged by their operands' sizes: string equality and
-//! ordering, `startsWith`, `contains`, `matches`, `+`, `in` a list built per item), the test finds the largest Pod (in containers) that Portcullis's
+//! ordering, `startsWith`, `contains`, `matches`, `+`, `in` a list built per item, and the
+//! Kubernetes library's `lowerAscii`, `split`, `replace`, `indexOf`, `isSorted`, `quantity`, `url`), the test finds the largest Pod (in containers) that Portcullis's
 //! cost model admits, then asks the real apiserver (`PORTCULLIS_E2E_BIN`) and `portcullis
 //! check` about Pods with one container fewer, that many, and one more, each judged by a
 //! ValidatingAdmissionPolicy holding the expression. Both must admit and cancel the same Pods:
@@ -57,6 +58,14 @@ const CASES: &[(&str, &str)] = &[
         "object.spec.containers.all(c, object.spec.containers.all(d, \
          c.image.matches('^registry[.]example') && c.name + d.name != '' \
          && d.name in [c.name, d.name] && c.image > d.name))",
+    ),
+    (
+        "library-sizes",
+        "object.spec.containers.all(c, object.spec.containers.all(d, \
+         c.image.lowerAscii().split('/').size() == 2 && c.image.replace('registry', 'r') != d.name \
+         && c.image.indexOf('example') > 0 && [c.image, d.image].isSorted() \
+         && quantity('100Mi').isGreaterThan(quantity('1')) \
+         && url('https://' + c.image).getHost() != ''))",
     ),
 ];
 

@@ -51,8 +51,15 @@ pub(crate) enum SizeRule {
     Product = 4,
     /// `in`: the size of a list, else 1 (one operand).
     InList = 5,
-    /// `startsWith`, `endsWith`: the prefix's (suffix's) size / 10 (one operand).
+    /// `startsWith`, `endsWith`: the prefix's (suffix's) size / 10 (one operand); also the
+    /// Kubernetes library's parsers and string functions charged by their text.
     Text = 6,
+    /// `replace`, `split`: twice the text's size / 10 (one operand).
+    TextTwice = 7,
+    /// `isSorted`, `sum`, `max`, `min`, `indexOf`, `lastIndexOf`: one traversal of the
+    /// operand (strings and bytes a tenth of their length rounded down, lists and maps the
+    /// sum of their items', anything else 1), measured where the operand is at hand.
+    Traversal = 8,
 }
 
 impl SizeRule {
@@ -65,6 +72,8 @@ impl SizeRule {
             SizeRule::Product,
             SizeRule::InList,
             SizeRule::Text,
+            SizeRule::TextTwice,
+            SizeRule::Traversal,
         ]
         .into_iter()
         .find(|rule| *rule as i64 == code)
@@ -84,6 +93,9 @@ impl SizeRule {
             SizeRule::InList if second.1 => second.0,
             SizeRule::InList => 1,
             SizeRule::Text => tenth(second.0),
+            SizeRule::TextTwice => tenth(2 * second.0),
+            // The operand's traversal cost, measured by the caller.
+            SizeRule::Traversal => second.0,
         }
     }
 }
@@ -108,6 +120,36 @@ const CONVERSIONS: &[&str] = &[
     "timestamp",
     "type",
     "uint",
+];
+
+/// cel-go's units for an authorizer check (Kubernetes' `authz` library: two per expression).
+const AUTHORIZER_CHECK: u64 = 350_000;
+
+/// Kubernetes library functions charged by the size of their first operand (the receiver of
+/// a member call), with the rule that turns the size into units (`library.CostEstimator`).
+const LIBRARY_SIZED: &[(&str, SizeRule)] = &[
+    ("url", SizeRule::Text),
+    ("lowerAscii", SizeRule::Text),
+    ("upperAscii", SizeRule::Text),
+    ("substring", SizeRule::Text),
+    ("trim", SizeRule::Text),
+    ("escapeKey", SizeRule::Text),
+    ("cidr", SizeRule::Text),
+    ("isIP", SizeRule::Text),
+    ("isCIDR", SizeRule::Text),
+    ("ip", SizeRule::Text),
+    ("quantity", SizeRule::Text),
+    ("isQuantity", SizeRule::Text),
+    ("semver", SizeRule::Text),
+    ("isSemver", SizeRule::Text),
+    ("replace", SizeRule::TextTwice),
+    ("split", SizeRule::TextTwice),
+    ("isSorted", SizeRule::Traversal),
+    ("sum", SizeRule::Traversal),
+    ("max", SizeRule::Traversal),
+    ("min", SizeRule::Traversal),
+    ("indexOf", SizeRule::Traversal),
+    ("lastIndexOf", SizeRule::Traversal),
 ];
 
 /// Receivers that name a function namespace, not a value (`jsonpatch.escapeKey(…)`).
@@ -338,6 +380,15 @@ fn step_region(accu: &str, step: &mut IdedExpr) {
     own_region(step);
 }
 
+/// The rule of a Kubernetes library call charged by its first operand's size, if it is one.
+fn library_sized(call: &CallExpr) -> Option<SizeRule> {
+    let has_operand = call.target.is_some() || !call.args.is_empty();
+    let (_, rule) = LIBRARY_SIZED
+        .iter()
+        .find(|(name, _)| *name == call.func_name)?;
+    has_operand.then_some(*rule)
+}
+
 /// The units of a one-item list literal built per iteration, its item included.
 fn list_item_units(list: &mut ListExpr) -> u64 {
     if list.elements.iter().all(is_literal) {
@@ -484,6 +535,28 @@ fn call_units(call: &mut CallExpr) -> u64 {
             let target = call.target.as_deref_mut().map_or(0, region);
             target + call.args.iter_mut().map(region).sum::<u64>()
         }
+        "check" if call.args.len() == 1 && call.target.is_some() => {
+            let target = call.target.as_deref_mut().map_or(0, region);
+            AUTHORIZER_CHECK + target + region(&mut call.args[0])
+        }
+        _ if library_sized(call).is_some() => {
+            let rule = library_sized(call).expect("a sized library call");
+            let namespaced = matches!(
+                call.target.as_deref(),
+                Some(IdedExpr { expr: Expr::Ident(namespace), .. })
+                    if NAMESPACES.contains(&namespace.as_str())
+            );
+            let mut units = call.args.iter_mut().map(region).sum::<u64>();
+            let operand = match call.target.as_deref_mut() {
+                Some(target) if !namespaced => {
+                    units += region(target);
+                    target
+                }
+                _ => &mut call.args[0],
+            };
+            sized(operand, -1, rule);
+            units
+        }
         // The two-variable macros' plumbing, which cel-go does not need.
         "@pairs" | "@mapFromPairs" | "@mapFromMaps" => call.args.iter_mut().map(region).sum(),
         _ if call.target.is_none()
@@ -533,7 +606,9 @@ pub(crate) fn charge_sized(
             });
             Ok(())
         }
-        SizeRule::InList | SizeRule::Text => super::charge_cost(rule.units((0, false), operand)),
+        SizeRule::InList | SizeRule::Text | SizeRule::TextTwice | SizeRule::Traversal => {
+            super::charge_cost(rule.units((0, false), operand))
+        }
         _ => {
             let first = NOTED.with(|noted| {
                 let mut noted = noted.borrow_mut();

@@ -687,18 +687,20 @@ fn cancelled(message: &str) -> ExecutionError {
 /// Charges `iterations` to the running evaluation's iteration budget.
 pub(crate) fn charge(iterations: u64) -> Result<(), ExecutionError> {
     // Once over, every later charge fails too, so that no operator absorbs the error.
-    spend(|remaining| match remaining.iterations.checked_sub(iterations) {
-        Some(left) => {
-            remaining.iterations = left;
-            Ok(())
-        }
-        None => {
-            remaining.iterations = 0;
-            Err(cancelled(
-                "comprehension iteration limit exceeded (--cel-max-iterations)",
-            ))
-        }
-    })
+    spend(
+        |remaining| match remaining.iterations.checked_sub(iterations) {
+            Some(left) => {
+                remaining.iterations = left;
+                Ok(())
+            }
+            None => {
+                remaining.iterations = 0;
+                Err(cancelled(
+                    "comprehension iteration limit exceeded (--cel-max-iterations)",
+                ))
+            }
+        },
+    )
 }
 
 /// Charges `units` of runtime cost to the running evaluation.

@@ -606,6 +606,12 @@ fn runtime_cost_follows_cel_go_units() {
         assert!(result.is_ok(), "{source}: {result:?}");
         assert_eq!(cost, expected, "{source}");
     }
+    // A list's traversal is its items': 18 / 10 → 1 and 16 / 10 → 1, so isSorted costs 2,
+    // as much as `size() > 0` (1 + 1).
+    let names = "object.spec.containers.map(c, c.name + c.name)";
+    let (_, sorted) = cost_of(&format!("{names}.isSorted()"), &pod);
+    let (_, size) = cost_of(&format!("{names}.size() > 0"), &pod);
+    assert_eq!(sorted, size);
 }
 
 #[test]
@@ -650,6 +656,12 @@ fn size_dependent_calls_are_charged_by_their_operands_sizes() {
         assert!(result.is_ok(), "{source}: {result:?}");
         assert_eq!(cost, expected, "{source}");
     }
+    // A list's traversal is its items': 18 / 10 → 1 and 16 / 10 → 1, so isSorted costs 2,
+    // as much as `size() > 0` (1 + 1).
+    let names = "object.spec.containers.map(c, c.name + c.name)";
+    let (_, sorted) = cost_of(&format!("{names}.isSorted()"), &pod);
+    let (_, size) = cost_of(&format!("{names}.size() > 0"), &pod);
+    assert_eq!(sorted, size);
 }
 
 /// Issue 14's measurement against the apiserver: the triple comprehension admits with 44
@@ -669,5 +681,54 @@ fn the_per_call_cost_limit_cancels_as_the_apiserver_does() {
     assert_eq!(
         result.unwrap_err().to_string(),
         "operation cancelled: actual cost limit exceeded"
+    );
+}
+
+#[test]
+fn kubernetes_library_calls_cost_what_the_apiserver_charges() {
+    let pod = json!({"metadata": {"name": "registry.example.com/team/app",
+                                  "labels": {"app": "web-frontend-v2"}},
+                     "spec": {"containers": [{"name": "alpha-one"}, {"name": "beta-two"}]}});
+    for (source, expected) in [
+        // The call costs its receiver's size / 10, rounded up, in place of 1: 'ABCDEFGHIJKL'
+        // (12) is 2.
+        ("'ABCDEFGHIJKL'.lowerAscii() != ''", 2),
+        // object.metadata.name (3) + split of 29 characters: 2 × 29 / 10 → 6; size() 1; == 1.
+        ("object.metadata.name.split('/').size() == 4", 3 + 6 + 1 + 1),
+        // object.metadata.labels.app (4) + indexOf's traversal of 15 bytes: 15 / 10 → 1; == 1.
+        ("object.metadata.labels.app.indexOf('f') == 4", 4 + 1 + 1),
+        // quantity('100Mi') parses 5 characters: 1.
+        ("quantity('100Mi').isGreaterThan(quantity('1'))", 1 + 1 + 1),
+    ] {
+        let (result, cost) = cost_of(source, &pod);
+        assert!(result.is_ok(), "{source}: {result:?}");
+        assert_eq!(cost, expected, "{source}");
+    }
+    // A list's traversal is its items': 18 / 10 → 1 and 16 / 10 → 1, so isSorted costs 2,
+    // as much as `size() > 0` (1 + 1).
+    let names = "object.spec.containers.map(c, c.name + c.name)";
+    let (_, sorted) = cost_of(&format!("{names}.isSorted()"), &pod);
+    let (_, size) = cost_of(&format!("{names}.size() > 0"), &pod);
+    assert_eq!(sorted, size);
+}
+
+#[test]
+fn an_authorizer_check_costs_350000_units() {
+    let env = CelEnvironment::kubernetes();
+    let activation = Activation::new().authorizer(Arc::new(AllowReads), None);
+    let check = "authorizer.group('apps').resource('deployments').check('get').allowed()";
+    let program = env.compile(check).unwrap();
+    let (result, cost) = program.evaluate_with_cost(&activation);
+    assert_eq!(result, Ok(cel::Value::Bool(true)));
+    // authorizer, group, resource, allowed: 1 each.
+    assert_eq!(cost, 350_000 + 4);
+    // Two checks fit in the per-call limit; a third is cancelled, as in the apiserver.
+    let three = env
+        .compile(&format!("{check} && {check} && {check}"))
+        .unwrap();
+    let error = three.evaluate(&activation).unwrap_err();
+    assert!(
+        error.to_string().contains("actual cost limit exceeded"),
+        "{error}"
     );
 }

@@ -531,16 +531,36 @@ fn sized<'b, 'v>(mut args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Execut
         .ok_or_else(ExecutionError::missing_argument_or_target)?;
     let site = int()?;
     let kind = value.get_type().kind();
-    // cel-go's `actualSize`: a string's code points, a list's or map's items; 1 otherwise.
-    let size = value
-        .as_sizer()
-        .map_or(1, |s| (*s.size().inner()).max(0) as u64);
+    let size = if rule == super::cost::SizeRule::Traversal {
+        cel::Value::try_from(value.as_ref()).map_or(1, |v| traversal_cost(&v))
+    } else {
+        // cel-go's `actualSize`: a string's code points, a list's or map's items; 1 otherwise.
+        value
+            .as_sizer()
+            .map_or(1, |s| (*s.size().inner()).max(0) as u64)
+    };
     let textlike = match rule {
         super::cost::SizeRule::InList => kind == Kind::List,
         _ => matches!(kind, Kind::String | Kind::Bytes),
     };
     super::cost::charge_sized(site, rule, (size, textlike))?;
     Ok(value)
+}
+
+/// The Kubernetes library's `traversalCost`: a tenth of a string's or bytes' length, rounded
+/// down; the sum over a list's items or a map's keys and values; 1 for anything else.
+fn traversal_cost(value: &Value) -> u64 {
+    match value {
+        Value::String(text) => text.len() as u64 / 10,
+        Value::Bytes(bytes) => bytes.len() as u64 / 10,
+        Value::List(items) => items.iter().map(traversal_cost).sum(),
+        Value::Map(map) => map
+            .map
+            .iter()
+            .map(|(key, value)| traversal_cost(&Value::from(key)) + traversal_cost(value))
+            .sum(),
+        _ => 1,
+    }
 }
 
 fn pairs(args: &[Value]) -> Fallible {
