@@ -290,6 +290,7 @@ fn budget_policy_yaml(
     conditions: usize,
     validations: usize,
     through_variables: bool,
+    costly_message: bool,
 ) -> String {
     let mut spec = String::new();
     if conditions > 0 {
@@ -320,6 +321,10 @@ fn budget_policy_yaml(
     spec.push_str(&format!(
         "    - expression: \"false\"\n      message: denied by {name}\n"
     ));
+    if costly_message {
+        let message = format!("({BUDGET_EXPRESSION}) ? 'denied by {name}' : 'wrong'");
+        spec.push_str(&format!("      messageExpression: {message:?}\n"));
+    }
     format!(
         "apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
@@ -352,7 +357,8 @@ spec:
 /// The apiserver shares a budget of 10 000 000 units among a policy's validations (the
 /// variables they read counted with them) and one of 2 500 000 among its matchConditions;
 /// the call that overruns it stops the policy with `validation failed due to running out of
-/// cost budget, no further validation rules will be run`. For each budget, a policy with as
+/// cost budget, no further validation rules will be run`; the messageExpressions are charged to
+/// what the validations left (`failed messageExpression: …`). For each budget, a policy with as
 /// many calls as fit and one with one call more, checked by Portcullis and by the apiserver.
 #[test]
 fn the_policy_budgets_stop_the_same_policies_as_the_apiserver() {
@@ -375,33 +381,85 @@ fn the_policy_budgets_stop_the_same_policies_as_the_apiserver() {
         "one call costs {cost} units: {fits} validations fit ({fits_through_variables} through \
          variables), {conditions_fit} matchConditions"
     );
-    // (name, matchConditions, validations, through variables, stopped by the budget)
-    let cases = [
-        ("budget-validations-fit", 0, fits, false, false),
-        ("budget-validations-over", 0, fits + 1, false, true),
+    // (name, matchConditions, validations, through variables, a messageExpression as costly
+    // as a validation, what the apiserver says)
+    let ran_to_the_end = |name: &str| format!("denied by {name}");
+    let stopped = |_: &str| OUT_OF_BUDGET.to_owned();
+    let message_failed = |_: &str| format!("failed messageExpression: {OUT_OF_BUDGET}");
+    type Expect = dyn Fn(&str) -> String;
+    let cases: [(&str, usize, usize, bool, bool, &Expect); 8] = [
+        (
+            "budget-validations-fit",
+            0,
+            fits,
+            false,
+            false,
+            &ran_to_the_end,
+        ),
+        (
+            "budget-validations-over",
+            0,
+            fits + 1,
+            false,
+            false,
+            &stopped,
+        ),
         (
             "budget-variables-fit",
             0,
             fits_through_variables,
             true,
             false,
+            &ran_to_the_end,
         ),
         (
             "budget-variables-over",
             0,
             fits_through_variables + 1,
             true,
-            true,
+            false,
+            &stopped,
         ),
-        ("budget-conditions-fit", conditions_fit, 0, false, false),
-        ("budget-conditions-over", conditions_fit + 1, 0, false, true),
+        (
+            "budget-conditions-fit",
+            conditions_fit,
+            0,
+            false,
+            false,
+            &ran_to_the_end,
+        ),
+        (
+            "budget-conditions-over",
+            conditions_fit + 1,
+            0,
+            false,
+            false,
+            &stopped,
+        ),
+        // The messages run after the validations, on what they left.
+        (
+            "budget-messages-fit",
+            0,
+            fits - 1,
+            false,
+            true,
+            &ran_to_the_end,
+        ),
+        (
+            "budget-messages-over",
+            0,
+            fits,
+            false,
+            true,
+            &message_failed,
+        ),
     ];
     let work = tempfile::tempdir().unwrap();
     let policies = work.path().join("policies.yaml");
     let yaml: String = cases
         .iter()
-        .map(|(name, conditions, validations, variables, _)| {
-            budget_policy_yaml(name, *conditions, *validations, *variables)
+        .map(|(name, conditions, validations, variables, message, _)| {
+            budget_policy_yaml(name, *conditions, *validations, *variables, *message)
         })
         .collect();
     std::fs::write(&policies, yaml).unwrap();
@@ -423,13 +481,9 @@ fn the_policy_budgets_stop_the_same_policies_as_the_apiserver() {
         .unwrap_or_else(|e| panic!("check output: {e}: {}", stderr(&output)));
     assert_eq!(checked.len(), cases.len());
     // Portcullis on its own: every policy ran to its end, or was stopped by its budget.
-    for ((name, .., stopped), portcullis) in cases.iter().zip(&checked) {
+    for ((name, .., expect), portcullis) in cases.iter().zip(&checked) {
         let violations = portcullis["violations"].to_string();
-        let expected = if *stopped {
-            OUT_OF_BUDGET.to_owned()
-        } else {
-            format!("denied by {name}")
-        };
+        let expected = expect(name);
         assert!(violations.contains(&expected), "{name}: {violations}");
     }
 
@@ -448,13 +502,9 @@ fn the_policy_budgets_stop_the_same_policies_as_the_apiserver() {
         },
     );
     let mut differences = Vec::new();
-    for (((name, .., stopped), (_, object)), portcullis) in cases.iter().zip(&files).zip(&checked) {
+    for (((name, .., expect), (_, object)), portcullis) in cases.iter().zip(&files).zip(&checked) {
         let apiserver = apiserver_answer(&cluster, object).unwrap_err();
-        let expected = if *stopped {
-            OUT_OF_BUDGET.to_owned()
-        } else {
-            format!("denied by {name}")
-        };
+        let expected = expect(name);
         eprintln!("{name}: apiserver {apiserver}");
         if !apiserver.contains(&expected) {
             differences.push(format!(

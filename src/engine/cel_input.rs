@@ -84,10 +84,21 @@ pub fn failure_message(
     message: Option<&str>,
     activation: &Activation<'_>,
 ) -> String {
-    let computed = message_expression.and_then(|e| match e.evaluate(activation) {
-        Ok(cel::Value::String(text)) => Some(text),
+    let computed = message_expression.and_then(|e| e.evaluate(activation).ok());
+    failure_message_from(expression, computed, message)
+}
+
+/// [`failure_message`] with the `messageExpression`'s value already computed (`None` when
+/// there is none, or it failed).
+pub fn failure_message_from(
+    expression: &Expression,
+    computed: Option<cel::Value>,
+    message: Option<&str>,
+) -> String {
+    let computed = match computed {
+        Some(cel::Value::String(text)) => Some(text),
         _ => None,
-    });
+    };
     let computed = computed
         .as_deref()
         .map(|text| text.trim())

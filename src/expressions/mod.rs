@@ -111,6 +111,11 @@ impl CostBudget {
         CostBudget { remaining: units }
     }
 
+    /// What is left.
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
     /// Takes what one call cost; `Err(OUT_OF_BUDGET)` when that is more than is left, after
     /// which nothing more may run.
     pub fn spend(&mut self, cost: u64) -> Result<(), &'static str> {

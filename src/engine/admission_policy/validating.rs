@@ -14,9 +14,11 @@ use super::policy_core::{PolicyCore, expect_output};
 use super::scope::Scope;
 use crate::admission::AdmissionRequest;
 use crate::engine::audit_annotation_key;
-use crate::engine::cel_input::{CelInputCell, failure_message};
+use crate::engine::cel_input::{CelInputCell, failure_message_from};
 use crate::engine::{Decision, DenialStatus, NamespaceLookup, PolicyOutcome, Violation};
-use crate::expressions::{CelType, CostBudget, Expression, POLICY_COST_BUDGET};
+use crate::expressions::{
+    CelType, CostBudget, Expression, PER_CALL_COST_LIMIT, POLICY_COST_BUDGET,
+};
 use crate::policy::admission_policy::{
     Document, FailurePolicy, ValidatingBindingSpec, ValidatingPolicySpec, ValidationAction,
 };
@@ -192,6 +194,101 @@ impl Failure {
     }
 }
 
+/// What a policy's validations gave for one binding and parameter.
+struct Validated {
+    failures: Vec<Failure>,
+    errored: bool,
+    /// The validations overran their budget: nothing else of the policy runs.
+    stopped: bool,
+}
+
+/// Runs the validations, then their `messageExpression`s, against one budget as the
+/// apiserver does: an overrun by the validations stops the policy with one error; an overrun
+/// by the messages turns every validation that did not fail to evaluate into the error
+/// `failed messageExpression: …`.
+fn run_validations(policy: &ValidatingPolicy, scope: &Scope<'_>, fail: bool) -> Validated {
+    let mut budget = CostBudget::new(POLICY_COST_BUDGET);
+    let mut results = Vec::with_capacity(policy.validations.len());
+    for validation in &policy.validations {
+        let (result, cost) = validation
+            .expression
+            .evaluate_bool_with_cost(&scope.activation);
+        if let Err(out_of_budget) = budget.spend(cost) {
+            return Validated {
+                failures: Failure::error(out_of_budget.into(), 0, fail),
+                errored: true,
+                stopped: true,
+            };
+        }
+        results.push(result);
+    }
+    let mut messages = message_values(policy, scope, &results, budget);
+    let mut validated = Validated {
+        failures: Vec::new(),
+        errored: false,
+        stopped: false,
+    };
+    for (index, (validation, result)) in policy.validations.iter().zip(results).enumerate() {
+        let failure = match (result, &mut messages) {
+            (Err(error), _) => Failure::error(error, index, fail),
+            (Ok(_), Err(out_of_budget)) => Failure::error(
+                format!("failed messageExpression: {out_of_budget}"),
+                index,
+                fail,
+            ),
+            (Ok(true), Ok(_)) => continue,
+            (Ok(false), Ok(messages)) => {
+                validated.failures.push(Failure {
+                    message: failure_message_from(
+                        &validation.expression,
+                        messages[index].take(),
+                        validation.message.as_deref(),
+                    ),
+                    reason: validation.reason.clone(),
+                    index,
+                });
+                continue;
+            }
+        };
+        validated.errored = true;
+        validated.failures.extend(failure);
+    }
+    validated
+}
+
+/// The values of the validations' `messageExpression`s, by validation (`None` without one, or
+/// when it failed), charged to what the validations left of the budget; `Err` on an overrun.
+/// The apiserver evaluates every one, whatever its validation gave; only the failed
+/// validations' messages are read, so the others run only when the budget left could be
+/// overrun: below two per-call limits for each messageExpression and variable.
+fn message_values(
+    policy: &ValidatingPolicy,
+    scope: &Scope<'_>,
+    results: &[Result<bool, String>],
+    mut budget: CostBudget,
+) -> Result<Vec<Option<cel::Value>>, &'static str> {
+    let with_message = policy
+        .validations
+        .iter()
+        .filter(|v| v.message_expression.is_some())
+        .count();
+    let calls = (with_message + policy.core.variables.names.len()) as u64;
+    let every_one = budget.remaining() < calls.saturating_mul(2 * PER_CALL_COST_LIMIT);
+    let mut values = Vec::with_capacity(results.len());
+    for (validation, result) in policy.validations.iter().zip(results) {
+        let value = match &validation.message_expression {
+            Some(expression) if every_one || matches!(result, Ok(false)) => {
+                let (value, cost) = scope.evaluate_with_cost(expression);
+                budget.spend(cost)?;
+                value.ok()
+            }
+            _ => None,
+        };
+        values.push(value);
+    }
+    Ok(values)
+}
+
 /// An audit annotation's key, and its value or the error its expression gave.
 type AuditAnnotationValue<'p> = (&'p str, Result<String, String>);
 
@@ -282,49 +379,22 @@ pub fn validate<'r>(
                     }
                 };
                 let scope = evaluation.scope(object);
-                let mut failures = Vec::new();
-                let mut errored = false;
                 // As the apiserver: when matchConditions could not be evaluated, or the
                 // expressions overran their budget, the policy is neither validated further
                 // nor annotated.
-                let mut stopped = false;
-                match scope.match_conditions(&policy.core.match_conditions) {
+                let Validated {
+                    mut failures,
+                    mut errored,
+                    stopped,
+                } = match scope.match_conditions(&policy.core.match_conditions) {
                     Ok(false) => return,
-                    Ok(true) => {
-                        let mut budget = CostBudget::new(POLICY_COST_BUDGET);
-                        for (index, validation) in policy.validations.iter().enumerate() {
-                            let (result, cost) = validation
-                                .expression
-                                .evaluate_bool_with_cost(&scope.activation);
-                            if let Err(out_of_budget) = budget.spend(cost) {
-                                failures = Failure::error(out_of_budget.into(), 0, fail);
-                                errored = true;
-                                stopped = true;
-                                break;
-                            }
-                            errored |= result.is_err();
-                            match result {
-                                Ok(true) => {}
-                                Ok(false) => failures.push(Failure {
-                                    message: failure_message(
-                                        &validation.expression,
-                                        validation.message_expression.as_ref(),
-                                        validation.message.as_deref(),
-                                        &scope.activation,
-                                    ),
-                                    reason: validation.reason.clone(),
-                                    index,
-                                }),
-                                Err(error) => failures.extend(Failure::error(error, index, fail)),
-                            }
-                        }
-                    }
-                    Err(error) => {
-                        errored = true;
-                        stopped = true;
-                        failures = Failure::error(error, 0, fail);
-                    }
-                }
+                    Ok(true) => run_validations(policy, &scope, fail),
+                    Err(error) => Validated {
+                        failures: Failure::error(error, 0, fail),
+                        errored: true,
+                        stopped: true,
+                    },
+                };
                 let values = if stopped {
                     Vec::new()
                 } else {
