@@ -1,21 +1,25 @@
 //! What CEL rules share, native `cel` rules and admission policies alike: the request as
 //! expressions see it, and the message a failed validation reports.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::NamespaceLookup;
 use crate::admission::AdmissionRequest;
-use crate::expressions::{Activation, Expression};
+use crate::authorization::{self, AccessReviewer};
+use crate::expressions::{Activation, AuthorizationCheck, Authorizer, Expression};
 
 /// The longest messageExpression result used (`celconfig.MaxEvaluatedMessageExpressionSizeBytes`).
 const MAX_MESSAGE_BYTES: usize = 5 * 1024;
 
-/// The request as CEL sees it: `request`, `namespaceObject` and `oldObject`, built once per
-/// request when the first CEL rule matches.
+/// The request as CEL sees it: `request`, `namespaceObject`, `oldObject` and `authorizer`,
+/// built once per request when the first CEL rule matches.
 pub struct CelInput<'r> {
     request: Value,
     namespace_object: Value,
     old_object: Option<&'r Value>,
+    authorizer: Option<(Arc<dyn Authorizer>, AuthorizationCheck)>,
 }
 
 impl<'r> CelInput<'r> {
@@ -35,7 +39,23 @@ impl<'r> CelInput<'r> {
             request: request.attributes_json(),
             namespace_object,
             old_object: request.old_object.as_ref(),
+            authorizer: None,
         }
+    }
+
+    /// Binds `authorizer` to the request user's questions, answered by `reviewer`; without
+    /// one, every check fails its expression ([`authorization::NO_AUTHORIZER`]).
+    #[must_use]
+    pub fn with_authorizer(
+        mut self,
+        request: &AdmissionRequest,
+        reviewer: Option<&Arc<dyn AccessReviewer>>,
+    ) -> Self {
+        self.authorizer = Some((
+            authorization::request_authorizer(reviewer, request),
+            authorization::request_resource(request),
+        ));
+        self
     }
 
     /// The activation for one evaluation on `object` (the object as sent, or as edited so
@@ -50,6 +70,9 @@ impl<'r> CelInput<'r> {
         if let Some(old_object) = self.old_object {
             activation = activation.old_object(old_object);
         }
+        if let Some((authorizer, request_resource)) = &self.authorizer {
+            activation = activation.authorizer(authorizer.clone(), Some(request_resource.clone()));
+        }
         activation
     }
 }
@@ -57,12 +80,18 @@ impl<'r> CelInput<'r> {
 /// The request's [`CelInput`], built when the first CEL rule of any policy needs it and then
 /// shared by every rule of the request.
 #[derive(Default)]
-pub struct CelInputCell<'r>(std::cell::OnceCell<CelInput<'r>>);
+pub struct CelInputCell<'r> {
+    input: std::cell::OnceCell<CelInput<'r>>,
+    reviewer: Option<Arc<dyn AccessReviewer>>,
+}
 
 impl<'r> CelInputCell<'r> {
-    /// An empty cell.
-    pub fn new() -> Self {
-        CelInputCell(std::cell::OnceCell::new())
+    /// An empty cell; `authorizer` questions go to `reviewer`.
+    pub fn new(reviewer: Option<&Arc<dyn AccessReviewer>>) -> Self {
+        CelInputCell {
+            input: std::cell::OnceCell::new(),
+            reviewer: reviewer.cloned(),
+        }
     }
 
     /// The input of `request`, built on first use.
@@ -71,7 +100,9 @@ impl<'r> CelInputCell<'r> {
         request: &'r AdmissionRequest,
         namespaces: &dyn NamespaceLookup,
     ) -> &CelInput<'r> {
-        self.0.get_or_init(|| CelInput::new(request, namespaces))
+        self.input.get_or_init(|| {
+            CelInput::new(request, namespaces).with_authorizer(request, self.reviewer.as_ref())
+        })
     }
 }
 

@@ -16,7 +16,7 @@ pub type VariableEvaluator<'a> =
     dyn Fn(&str, &Activation<'a>) -> Result<Value, CelEvalError> + Send + Sync + 'a;
 
 /// One authorization question, as `authorizer.group(..).resource(..)...check(verb)` builds it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct AuthorizationCheck {
     /// `authorizer.path(p)`: a non-resource URL; empty for resource checks.
     pub path: String,
@@ -53,8 +53,10 @@ pub struct AuthorizationDecision {
 
 /// Answers `authorizer` checks (a SubjectAccessReview, in a cluster).
 pub trait Authorizer: Send + Sync {
-    /// Decides `check` for the requesting user.
-    fn authorize(&self, check: &AuthorizationCheck) -> AuthorizationDecision;
+    /// Decides `check` for the requesting user. A question that could not be put (the
+    /// authorizer could not be asked) is a [`AuthorizationDecision::error`]; `Err` fails the
+    /// expression itself (no answers configured at all), as a CEL runtime error.
+    fn authorize(&self, check: &AuthorizationCheck) -> Result<AuthorizationDecision, String>;
 }
 
 thread_local! {
