@@ -61,6 +61,17 @@ impl<'r> CelInput<'r> {
     /// The activation for one evaluation on `object` (the object as sent, or as edited so
     /// far); params and variables are added by the caller.
     pub fn activation<'a>(&'a self, object: Option<&'a Value>) -> Activation<'a> {
+        let mut activation = self.activation_without_authorizer(object);
+        if let Some((authorizer, request_resource)) = &self.authorizer {
+            activation = activation.authorizer(authorizer.clone(), Some(request_resource.clone()));
+        }
+        activation
+    }
+
+    /// Like [`CelInput::activation`], with `authorizer` unbound: the apiserver evaluates a
+    /// ValidatingAdmissionPolicy's messageExpressions and auditAnnotations so, and an
+    /// expression (or a variable it reads) that uses `authorizer` there fails.
+    pub fn activation_without_authorizer<'a>(&'a self, object: Option<&'a Value>) -> Activation<'a> {
         let mut activation = Activation::new()
             .request(&self.request)
             .namespace_object(&self.namespace_object);
@@ -69,9 +80,6 @@ impl<'r> CelInput<'r> {
         }
         if let Some(old_object) = self.old_object {
             activation = activation.old_object(old_object);
-        }
-        if let Some((authorizer, request_resource)) = &self.authorizer {
-            activation = activation.authorizer(authorizer.clone(), Some(request_resource.clone()));
         }
         activation
     }

@@ -313,6 +313,12 @@ impl<'a> Activation<'a> {
         {
             return failed;
         }
+        // cel-go's words for a declared variable the activation does not hold.
+        if let ExecutionError::UndeclaredReference(name) = &error
+            && name.as_str() == "authorizer"
+        {
+            return CelEvalError::runtime("no such attribute(s): authorizer");
+        }
         eval_error(&error)
     }
 
@@ -359,10 +365,12 @@ impl VariableResolver for ActivationResolver<'_, '_> {
                     visible: activation.visible_variables(),
                 }))
             }
-            "authorizer" => Some(match &activation.authorizer {
-                Some(val) => CowVal::Borrowed(&**val),
-                None => CowVal::owned(CelNull),
-            }),
+            // Unbound where the apiserver evaluates without it (a VAP's messageExpressions
+            // and auditAnnotations): referencing it is an error (see `explain`).
+            "authorizer" => activation
+                .authorizer
+                .as_ref()
+                .map(|val| CowVal::Borrowed(&**val)),
             _ => activation
                 .extra
                 .iter()

@@ -115,6 +115,7 @@ impl PolicyCore {
             let declarations = Declarations {
                 variables: Declared::Undeclared,
                 params: common.param_kind.is_some(),
+                authorizer: true,
             };
             let expression =
                 compile_expression(source, &field, &condition.expression, false, &declarations)?;
@@ -173,10 +174,11 @@ impl PolicyCore {
                 Declared::Typed(&self.variables.types)
             },
             params: self.param_kind.is_some(),
+            authorizer: true,
         }
     }
 
-    /// Compiles one more expression of the policy (validations, messages, mutations …).
+    /// Compiles one more expression of the policy (validations, mutations …).
     pub(super) fn expression(
         &self,
         source: &DocumentSource,
@@ -185,6 +187,23 @@ impl PolicyCore {
         structs: bool,
     ) -> Result<Expression, PolicyError> {
         let expression = compile_expression(source, field, text, structs, &self.declarations())?;
+        self.variables.check(&expression, source, field)?;
+        Ok(expression)
+    }
+
+    /// Compiles a validation's `messageExpression`: as the apiserver compiles it, without
+    /// `authorizer` (a variable that uses it may still be read).
+    pub(super) fn message_expression(
+        &self,
+        source: &DocumentSource,
+        field: &str,
+        text: &str,
+    ) -> Result<Expression, PolicyError> {
+        let declarations = Declarations {
+            authorizer: false,
+            ..self.declarations()
+        };
+        let expression = compile_expression(source, field, text, false, &declarations)?;
         self.variables.check(&expression, source, field)?;
         Ok(expression)
     }

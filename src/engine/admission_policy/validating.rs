@@ -87,7 +87,7 @@ impl ValidatingPolicy {
                 .filter(|text| !text.is_empty())
                 .map(|text| {
                     let message_field = format!("{field}.messageExpression");
-                    let expression = core.expression(source, &message_field, text, false)?;
+                    let expression = core.message_expression(source, &message_field, text)?;
                     expect_output(source, &message_field, &expression, &[CelType::String])?;
                     Ok::<_, PolicyError>(expression)
                 })
@@ -230,6 +230,9 @@ pub fn validate<'r>(
                     }
                 };
                 let scope = evaluation.scope(object);
+                // messageExpressions and auditAnnotations see no `authorizer`.
+                let plain_scope = std::cell::OnceCell::new();
+                let plain = || plain_scope.get_or_init(|| evaluation.scope_without_authorizer(object));
                 let mut failures = Vec::new();
                 let mut errored = false;
                 let mut conditions_failed = false;
@@ -246,7 +249,7 @@ pub fn validate<'r>(
                                         &validation.expression,
                                         validation.message_expression.as_ref(),
                                         validation.message.as_deref(),
-                                        &scope.activation,
+                                        &plain().activation,
                                     ),
                                     reason: validation.reason.clone(),
                                     index,
@@ -289,7 +292,7 @@ pub fn validate<'r>(
                     return;
                 }
                 for (key, expression) in &policy.audit_annotations {
-                    let error = match scope.evaluate(expression) {
+                    let error = match plain().evaluate(expression) {
                         Ok(cel::Value::String(value)) => {
                             let value = value.trim();
                             if !value.is_empty() {
