@@ -453,7 +453,7 @@ mod tests {
             index: 0,
             item: None,
         };
-        let error = load_suite(&source, value, &|_: &[PathBuf]| {
+        let error = load_suite(&source, value, None, &|_: &[PathBuf]| {
             Ok::<_, String>(Engine::builtin())
         })
         .err()
