@@ -185,3 +185,49 @@ fn the_flag_answers_for_suites_that_state_none() {
     ]);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stdout));
 }
+
+#[test]
+fn a_message_expression_may_not_name_the_authorizer() {
+    let output = portcullis(&[
+        "check",
+        "--authorizer",
+        "allow",
+        "--policies",
+        "tests/fixtures/authorizer/message-expression.yaml",
+        "tests/fixtures/authorizer/configmaps.yaml",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("spec.validations[0].messageExpression")
+            && stderr.contains("undeclared reference to 'authorizer'"),
+        "{stderr}"
+    );
+}
+
+/// As in the apiserver (tests/authorizer_e2e.rs compares the text): auditAnnotations are
+/// evaluated without `authorizer`, and the error denies under failurePolicy Fail.
+#[test]
+fn an_audit_annotation_has_no_authorizer() {
+    let output = portcullis(&[
+        "check",
+        "--output",
+        "json",
+        "--authorizer",
+        "allow",
+        "--policies",
+        "tests/fixtures/e2e/authorizer/audit-policy.yaml",
+        "--policies",
+        "tests/fixtures/e2e/authorizer/audit-portcullis-binding.yaml",
+        "tests/fixtures/e2e/authorizer/rbac.yaml",
+        "tests/fixtures/authorizer/audit-configmap.yaml",
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    let results: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
+    let configmap = results.iter().find(|r| r["kind"] == "ConfigMap").unwrap();
+    let message = configmap["violations"][0]["message"].as_str().unwrap();
+    assert!(
+        message.ends_with("resulted in error: no such attribute(s): authorizer"),
+        "{message}"
+    );
+}
