@@ -179,7 +179,11 @@ pub struct ServeArgs {
     #[arg(long, env = "PORTCULLIS_AUTHORIZER_CACHE_TTL", default_value = "5s", value_parser = parse_duration)]
     pub authorizer_cache_ttl: Duration,
     /// The most SubjectAccessReview answers kept; the oldest go first.
-    #[arg(long, env = "PORTCULLIS_AUTHORIZER_CACHE_SIZE", default_value_t = 10_000)]
+    #[arg(
+        long,
+        env = "PORTCULLIS_AUTHORIZER_CACHE_SIZE",
+        default_value_t = 10_000
+    )]
     pub authorizer_cache_size: usize,
     /// How long one SubjectAccessReview may take; a check that gets no answer in time is
     /// `errored()`.

@@ -22,7 +22,9 @@ use common::fixture;
 const NAMESPACE: &str = "authz-e2e";
 
 fn fixture_path(name: &str) -> String {
-    fixture(&format!("e2e/authorizer/{name}")).display().to_string()
+    fixture(&format!("e2e/authorizer/{name}"))
+        .display()
+        .to_string()
 }
 
 /// The warnings of binding `binding` among kubectl's stderr, without their common prefix,
@@ -55,7 +57,14 @@ fn ask(
     for group in groups {
         args.extend(["--as-group", group]);
     }
-    args.extend(["create", "configmap", name, "-n", NAMESPACE, "--dry-run=server"]);
+    args.extend([
+        "create",
+        "configmap",
+        name,
+        "-n",
+        NAMESPACE,
+        "--dry-run=server",
+    ]);
     if replicas {
         args.push("--from-literal=replicas=3");
     }
@@ -70,7 +79,13 @@ fn ask(
 
 fn webhook_config(webhook: std::net::SocketAddr, ca_bundle: &Path, policies: &[&str]) -> String {
     let output = Command::new(PORTCULLIS)
-        .args(["webhook-config", "--name", "authz", "--namespace", "portcullis"])
+        .args([
+            "webhook-config",
+            "--name",
+            "authz",
+            "--namespace",
+            "portcullis",
+        ])
         .args(["--url", &format!("https://{webhook}")])
         .arg("--ca-bundle")
         .arg(ca_bundle)
@@ -150,7 +165,12 @@ fn authorizer_agrees_with_the_apiserver() {
     cluster.apply(&webhook_config(
         portcullis.webhook,
         &certs.join("ca.crt"),
-        &[&policy, &portcullis_binding, &audit_policy, &audit_portcullis_binding],
+        &[
+            &policy,
+            &portcullis_binding,
+            &audit_policy,
+            &audit_portcullis_binding,
+        ],
     ));
 
     eventually(
@@ -159,7 +179,9 @@ fn authorizer_agrees_with_the_apiserver() {
         || {
             let (in_tree, from_portcullis) = ask(&cluster, "bob", &[], "probe", true);
             if in_tree.is_empty() || from_portcullis.is_empty() {
-                return Err(format!("in-tree {in_tree:#?}, Portcullis {from_portcullis:#?}"));
+                return Err(format!(
+                    "in-tree {in_tree:#?}, Portcullis {from_portcullis:#?}"
+                ));
             }
             Ok(())
         },
@@ -196,7 +218,10 @@ fn authorizer_agrees_with_the_apiserver() {
     let reason_given = "update: the authorizer gave a reason";
     // The apiserver is the judge; these say the comparison covered both outcomes.
     let alice = answer("alice", true);
-    assert!(!has(&alice, denial) && !has(&alice, no_delete), "{alice:#?}");
+    assert!(
+        !has(&alice, denial) && !has(&alice, no_delete),
+        "{alice:#?}"
+    );
     assert!(has(&alice, reason_given), "{alice:#?}");
     let bob = answer("bob", true);
     assert!(has(&bob, denial) && has(&bob, no_delete), "{bob:#?}");
@@ -226,26 +251,42 @@ fn authorizer_agrees_with_the_apiserver() {
     // the in-tree binding gone, Portcullis.
     let denied = |namespace_owner: &str| -> Result<String, String> {
         let output = cluster.kubectl(&[
-            "create", "configmap", "probe", "-n", "authz-audit", "--dry-run=server",
+            "create",
+            "configmap",
+            "probe",
+            "-n",
+            "authz-audit",
+            "--dry-run=server",
         ]);
         let text = stderr(&output);
-        match text.lines().find_map(|line| line.split_once(namespace_owner)) {
+        match text
+            .lines()
+            .find_map(|line| line.split_once(namespace_owner))
+        {
             Some((_, rest)) if !output.status.success() => Ok(rest.to_owned()),
             _ => Err(text),
         }
     };
     let mut in_tree = String::new();
-    eventually("the in-tree audit policy to deny", Duration::from_secs(60), || {
-        in_tree = denied("'authz-audit' with binding 'authz-audit-in-tree' denied request: ")?;
-        Ok(())
-    });
+    eventually(
+        "the in-tree audit policy to deny",
+        Duration::from_secs(60),
+        || {
+            in_tree = denied("'authz-audit' with binding 'authz-audit-in-tree' denied request: ")?;
+            Ok(())
+        },
+    );
     cluster.kubectl_ok(&["delete", "-f", &audit_in_tree_binding]);
     let mut from_portcullis = String::new();
-    eventually("Portcullis to deny for the audit policy", Duration::from_secs(60), || {
-        from_portcullis =
-            denied("'authz-audit' with binding 'authz-audit-portcullis' denied request: ")?;
-        Ok(())
-    });
+    eventually(
+        "Portcullis to deny for the audit policy",
+        Duration::from_secs(60),
+        || {
+            from_portcullis =
+                denied("'authz-audit' with binding 'authz-audit-portcullis' denied request: ")?;
+            Ok(())
+        },
+    );
     eprintln!("e2e ({version}): auditAnnotation with authorizer: in-tree {in_tree:?}");
     assert_eq!(from_portcullis, in_tree);
 

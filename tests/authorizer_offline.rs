@@ -142,7 +142,10 @@ fn a_bad_answers_file_is_an_error() {
             "tests/fixtures/authorizer/broken-answers.yaml",
             "rules[0].verbs: unknown field `verbs`",
         ),
-        ("tests/fixtures/authorizer/none.yaml", "cannot read authorizer answers"),
+        (
+            "tests/fixtures/authorizer/none.yaml",
+            "cannot read authorizer answers",
+        ),
     ] {
         let output = portcullis(&[
             "check",
@@ -154,7 +157,10 @@ fn a_bad_answers_file_is_an_error() {
         ]);
         assert_eq!(output.status.code(), Some(2), "{flag}");
         let stderr = text(&output.stderr);
-        assert!(stderr.contains("--authorizer") && stderr.contains(expected), "{stderr}");
+        assert!(
+            stderr.contains("--authorizer") && stderr.contains(expected),
+            "{stderr}"
+        );
     }
 }
 

@@ -58,7 +58,8 @@ pub struct AnswerRule {
 impl AnswerRule {
     fn matches(&self, question: &AccessQuestion) -> bool {
         let check = &question.check;
-        let is = |wanted: &Option<String>, value: &str| wanted.as_deref().is_none_or(|w| w == value);
+        let is =
+            |wanted: &Option<String>, value: &str| wanted.as_deref().is_none_or(|w| w == value);
         let resource_fields = [
             &self.api_group,
             &self.resource,
@@ -214,10 +215,12 @@ impl AnswerTable {
 
 impl AccessReviewer for AnswerTable {
     fn review(&self, question: &AccessQuestion) -> Result<AuthorizationDecision, String> {
-        Ok(match self.rules.iter().find(|rule| rule.matches(question)) {
-            Some(rule) => rule.decision(),
-            None => decision(self.default, "", None),
-        })
+        Ok(
+            match self.rules.iter().find(|rule| rule.matches(question)) {
+                Some(rule) => rule.decision(),
+                None => decision(self.default, "", None),
+            },
+        )
     }
 }
 
@@ -299,7 +302,12 @@ rules:
         // A path rule does not answer resource checks and the other way round.
         let path_only: AnswerTable =
             serde_norway::from_str("rules: [{path: /x, decision: allow}]").unwrap();
-        assert!(!path_only.review(&question("a", &[], deployments("x", "get"))).unwrap().allowed);
+        assert!(
+            !path_only
+                .review(&question("a", &[], deployments("x", "get")))
+                .unwrap()
+                .allowed
+        );
     }
 
     #[test]
@@ -319,7 +327,9 @@ rules:
             ("error", "error"),
             ("rules: [{decision: allow, error: x}]", "error is only for"),
         ] {
-            let error = serde_norway::from_str::<AnswerTable>(text).unwrap_err().to_string();
+            let error = serde_norway::from_str::<AnswerTable>(text)
+                .unwrap_err()
+                .to_string();
             assert!(error.contains(expected), "{text}: {error}");
         }
         let missing = AnswerTable::from_flag("/nonexistent/answers.yaml").unwrap_err();

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use crate::admission::AdmissionRequest;
 use crate::expressions::{AuthorizationCheck, AuthorizationDecision, Authorizer};
 
-pub use answers::{AnswerRule, AnswerTable, AnswerTableError, Answer};
+pub use answers::{Answer, AnswerRule, AnswerTable, AnswerTableError};
 pub use review::{AuthorizerMetrics, ResultLabels, ReviewSettings, SubjectAccessReviewer};
 
 /// Who a question is about: a user as the apiserver authenticated it.
@@ -195,7 +195,10 @@ mod tests {
         let recorder = Arc::new(Recorder::default());
         let reviewer: Arc<dyn AccessReviewer> = recorder.clone();
         assert_eq!(
-            ask("authorizer.requestResource.check('get').allowed()", &reviewer),
+            ask(
+                "authorizer.requestResource.check('get').allowed()",
+                &reviewer
+            ),
             Ok(cel::Value::Bool(true))
         );
         assert_eq!(
@@ -234,7 +237,10 @@ mod tests {
         );
         assert_eq!(
             asked[1].subject.groups,
-            ["system:serviceaccounts", "system:serviceaccounts:kube-system"]
+            [
+                "system:serviceaccounts",
+                "system:serviceaccounts:kube-system"
+            ]
         );
         assert!(asked[1].check.service_account.is_none());
     }

@@ -111,7 +111,10 @@ impl SubjectAccessReviewer {
         let answer = match receiver.recv_timeout(timeout + Duration::from_millis(100)) {
             Ok(Ok(Ok(review))) => Ok(review),
             Ok(Ok(Err(error))) => Err(error.to_string()),
-            Ok(Err(_)) | Err(_) => Err(format!("no answer within {}", humantime::format_duration(timeout))),
+            Ok(Err(_)) | Err(_) => Err(format!(
+                "no answer within {}",
+                humantime::format_duration(timeout)
+            )),
         };
         match answer {
             Ok(review) => decision_of(&review),
@@ -259,7 +262,11 @@ impl AnswerCache {
                 break;
             };
             // A question answered again since is kept under its newer time.
-            if self.answers.get(&question).is_some_and(|(at, _)| *at == stored) {
+            if self
+                .answers
+                .get(&question)
+                .is_some_and(|(at, _)| *at == stored)
+            {
                 self.answers.remove(&question);
             }
         }
@@ -370,11 +377,19 @@ mod tests {
         let mut cache = AnswerCache::default();
         cache.insert(question("get"), allowed.clone(), start, &settings);
         assert_eq!(
-            cache.get(&question("get"), start + Duration::from_secs(9), settings.cache_ttl),
+            cache.get(
+                &question("get"),
+                start + Duration::from_secs(9),
+                settings.cache_ttl
+            ),
             Some(allowed.clone())
         );
         assert_eq!(
-            cache.get(&question("get"), start + Duration::from_secs(10), settings.cache_ttl),
+            cache.get(
+                &question("get"),
+                start + Duration::from_secs(10),
+                settings.cache_ttl
+            ),
             None
         );
         // Another user, same check: another question.
@@ -386,7 +401,11 @@ mod tests {
         cache.insert(question("watch"), allowed.clone(), later, &settings);
         assert_eq!(cache.len(), 2);
         assert_eq!(cache.get(&question("get"), later, settings.cache_ttl), None);
-        assert!(cache.get(&question("watch"), later, settings.cache_ttl).is_some());
+        assert!(
+            cache
+                .get(&question("watch"), later, settings.cache_ttl)
+                .is_some()
+        );
         // Expired answers go on the next insert.
         let much_later = start + Duration::from_secs(30);
         cache.insert(question("delete"), allowed, much_later, &settings);
@@ -408,7 +427,9 @@ mod tests {
             .unwrap()
             .port();
         let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
-        let client = runtime.block_on(async { kube::Client::try_from(config) }).unwrap();
+        let client = runtime
+            .block_on(async { kube::Client::try_from(config) })
+            .unwrap();
         let metrics = AuthorizerMetrics::default();
         let settings = ReviewSettings {
             timeout: Duration::from_millis(500),

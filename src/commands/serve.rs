@@ -2,8 +2,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::cli::ServeArgs;
 use crate::authorization::ReviewSettings;
+use crate::cli::ServeArgs;
 use crate::cluster::ClusterSource;
 use crate::server::{ConnectionSettings, RequestSettings, ServeConfig, ServeSources, start_with};
 use crate::tls::{CertificateSource, LOOPBACK_HOSTS, TlsSettings, generate_certificates};

@@ -71,7 +71,10 @@ impl<'r> CelInput<'r> {
     /// Like [`CelInput::activation`], with `authorizer` unbound: the apiserver evaluates a
     /// ValidatingAdmissionPolicy's messageExpressions and auditAnnotations so, and an
     /// expression (or a variable it reads) that uses `authorizer` there fails.
-    pub fn activation_without_authorizer<'a>(&'a self, object: Option<&'a Value>) -> Activation<'a> {
+    pub fn activation_without_authorizer<'a>(
+        &'a self,
+        object: Option<&'a Value>,
+    ) -> Activation<'a> {
         let mut activation = Activation::new()
             .request(&self.request)
             .namespace_object(&self.namespace_object);

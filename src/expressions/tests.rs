@@ -408,7 +408,10 @@ fn authorizer_checks() {
         ),
         Ok(cel::Value::Bool(false))
     );
-    let failed = eval("authorizer.path('/x').check('explode').allowed()", &activation);
+    let failed = eval(
+        "authorizer.path('/x').check('explode').allowed()",
+        &activation,
+    );
     assert!(failed.unwrap_err().to_string().contains("no answers"));
     for (namespace, name, error) in [
         ("ns", "Bad_Name", "Invalid service account name"),

@@ -232,7 +232,8 @@ pub fn validate<'r>(
                 let scope = evaluation.scope(object);
                 // messageExpressions and auditAnnotations see no `authorizer`.
                 let plain_scope = std::cell::OnceCell::new();
-                let plain = || plain_scope.get_or_init(|| evaluation.scope_without_authorizer(object));
+                let plain =
+                    || plain_scope.get_or_init(|| evaluation.scope_without_authorizer(object));
                 let mut failures = Vec::new();
                 let mut errored = false;
                 let mut conditions_failed = false;

@@ -154,9 +154,7 @@ pub(super) fn load_suite<E: fmt::Display>(
         .cases
         .into_iter()
         .enumerate()
-        .map(|(index, case)| {
-            load_case(source, base, index, case, &resources, authorizer.as_ref())
-        })
+        .map(|(index, case)| load_case(source, base, index, case, &resources, authorizer.as_ref()))
         .collect::<Result<_, _>>()?;
     Ok(LoadedSuite {
         name: suite.metadata.name,
