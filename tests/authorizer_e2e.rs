@@ -4,8 +4,11 @@
 //! as a webhook) under two `Warn` bindings, so every request gets both answers, told apart by
 //! binding name; they must agree (allowed, reason, errored, error of resource, path,
 //! `requestResource` and `serviceAccount` checks) for a user with the RBAC permission the
-//! policy asks about, one without, and one who has it through a group, each impersonated with
-//! `kubectl --as`.
+//! policy asks about, one without, one who has it through a group, and a service account, each
+//! impersonated with `kubectl --as`. A MutatingAdmissionPolicy asking the authorizer (in
+//! matchConditions and a mutation) runs the same way, in-tree and in Portcullis, each setting
+//! its own label, and the labels must agree. An auditAnnotation using `authorizer` denies with
+//! the same error in-tree and in Portcullis.
 //!
 //! Runs when `PORTCULLIS_E2E_BIN` names the folder with `etcd`, `kube-apiserver` and
 //! `kubectl`; skipped otherwise, except under `CI=true`, where it fails.
@@ -43,16 +46,18 @@ fn warnings(stderr: &str, binding: &str) -> Vec<String> {
     found
 }
 
+/// What the in-tree policies and Portcullis's said about one request.
+#[derive(Debug, Default)]
+struct Answers {
+    /// The warnings of the in-tree ValidatingAdmissionPolicy binding, and of Portcullis's.
+    warnings: (Vec<String>, Vec<String>),
+    /// The label the in-tree MutatingAdmissionPolicy set, and Portcullis's.
+    labels: (Option<String>, Option<String>),
+}
+
 /// One request as `user` (with `groups`): a server-side dry-run create of ConfigMap `name`,
-/// with `replicas` in its data when `replicas` says so. Returns the in-tree binding's
-/// warnings and Portcullis's.
-fn ask(
-    cluster: &ControlPlane,
-    user: &str,
-    groups: &[&str],
-    name: &str,
-    replicas: bool,
-) -> (Vec<String>, Vec<String>) {
+/// with `replicas` in its data when `replicas` says so.
+fn ask(cluster: &ControlPlane, user: &str, groups: &[&str], name: &str, replicas: bool) -> Answers {
     let mut args = vec!["--as", user];
     for group in groups {
         args.extend(["--as-group", group]);
@@ -64,6 +69,8 @@ fn ask(
         "-n",
         NAMESPACE,
         "--dry-run=server",
+        "-o",
+        "json",
     ]);
     if replicas {
         args.push("--from-literal=replicas=3");
@@ -71,10 +78,19 @@ fn ask(
     let output = cluster.kubectl(&args);
     assert!(output.status.success(), "{user}: {}", stderr(&output));
     let text = stderr(&output);
-    (
-        warnings(&text, "authz-in-tree"),
-        warnings(&text, "authz-portcullis"),
-    )
+    let object: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let label = |key: &str| {
+        object["metadata"]["labels"][key]
+            .as_str()
+            .map(str::to_owned)
+    };
+    Answers {
+        warnings: (
+            warnings(&text, "authz-in-tree"),
+            warnings(&text, "authz-portcullis"),
+        ),
+        labels: (label("in-tree"), label("portcullis")),
+    }
 }
 
 fn webhook_config(webhook: std::net::SocketAddr, ca_bundle: &Path, policies: &[&str]) -> String {
@@ -116,6 +132,7 @@ fn authorizer_agrees_with_the_apiserver() {
     let audit_policy = fixture_path("audit-policy.yaml");
     let audit_portcullis_binding = fixture_path("audit-portcullis-binding.yaml");
     let audit_in_tree_binding = fixture_path("audit-in-tree-binding.yaml");
+    let map_portcullis = fixture_path("map-portcullis.yaml");
     cluster.kubectl_ok(&["apply", "-f", &fixture_path("rbac.yaml")]);
     // carol may update Deployments through a group.
     cluster.kubectl_ok(&[
@@ -137,6 +154,8 @@ fn authorizer_agrees_with_the_apiserver() {
         &audit_policy,
         "-f",
         &audit_in_tree_binding,
+        "-f",
+        &fixture_path("map-in-tree.yaml"),
     ]);
 
     let work = tempfile::tempdir().unwrap();
@@ -161,6 +180,8 @@ fn authorizer_agrees_with_the_apiserver() {
         &audit_policy,
         "--policies",
         &audit_portcullis_binding,
+        "--policies",
+        &map_portcullis,
     ]);
     cluster.apply(&webhook_config(
         portcullis.webhook,
@@ -170,6 +191,7 @@ fn authorizer_agrees_with_the_apiserver() {
             &portcullis_binding,
             &audit_policy,
             &audit_portcullis_binding,
+            &map_portcullis,
         ],
     ));
 
@@ -177,11 +199,15 @@ fn authorizer_agrees_with_the_apiserver() {
         "the in-tree policy and Portcullis to answer",
         Duration::from_secs(60),
         || {
-            let (in_tree, from_portcullis) = ask(&cluster, "bob", &[], "probe", true);
-            if in_tree.is_empty() || from_portcullis.is_empty() {
-                return Err(format!(
-                    "in-tree {in_tree:#?}, Portcullis {from_portcullis:#?}"
-                ));
+            let answers = ask(&cluster, "bob", &[], "probe", true);
+            let (in_tree, from_portcullis) = &answers.warnings;
+            let (in_tree_label, portcullis_label) = &answers.labels;
+            if in_tree.is_empty()
+                || from_portcullis.is_empty()
+                || in_tree_label.is_none()
+                || portcullis_label.is_none()
+            {
+                return Err(format!("{answers:#?}"));
             }
             Ok(())
         },
@@ -196,13 +222,24 @@ fn authorizer_agrees_with_the_apiserver() {
         ("system:serviceaccount:authz-e2e:builder", &[], true),
     ];
     let mut answers = Vec::new();
+    let mut labels_seen = Vec::new();
     for (user, groups, replicas) in cases {
-        let (in_tree, from_portcullis) = ask(&cluster, user, groups, "probe", replicas);
+        let Answers { warnings, labels } = ask(&cluster, user, groups, "probe", replicas);
+        let (in_tree, from_portcullis) = warnings;
         assert_eq!(
             from_portcullis, in_tree,
             "disagreement for {user} {groups:?} (replicas: {replicas})"
         );
-        eprintln!("e2e ({version}): {user} {groups:?} replicas={replicas}: {in_tree:#?}");
+        assert_eq!(
+            labels.1, labels.0,
+            "MutatingAdmissionPolicy disagreement for {user} {groups:?}"
+        );
+        eprintln!(
+            "e2e ({version}): {user} {groups:?} replicas={replicas}: label {:?}, warnings \
+             {in_tree:#?}",
+            labels.0
+        );
+        labels_seen.push((user, labels.0));
         answers.push(((user, replicas), in_tree));
     }
     let answer = |user: &str, replicas: bool| {
@@ -243,6 +280,14 @@ fn authorizer_agrees_with_the_apiserver() {
             assert!(has(answer, present), "{present}: {answer:#?}");
         }
     }
+    let label = |user: &str| {
+        labels_seen
+            .iter()
+            .find(|(u, _)| *u == user)
+            .and_then(|(_, l)| l.clone())
+    };
+    assert_eq!(label("alice").as_deref(), Some("delete-true.update-true"));
+    assert_eq!(label("bob").as_deref(), Some("delete-false.update-false"));
     // Only for a user who may update: the messageExpression reads a variable that uses
     // `authorizer`, fails, and the message is used instead.
     assert!(has(&alice, "messageExpressions have no authorizer"));

@@ -237,3 +237,31 @@ fn an_audit_annotation_has_no_authorizer() {
         "{message}"
     );
 }
+
+#[test]
+fn a_check_costs_what_it_costs_in_the_apiserver() {
+    let output = portcullis(&[
+        "check",
+        "--output",
+        "json",
+        "--authorizer",
+        "allow",
+        "--policies",
+        "tests/fixtures/authorizer/three-checks.yaml",
+        "tests/fixtures/authorizer/configmaps.yaml",
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    let results: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
+    let messages: Vec<&str> = results[0]["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(messages.len(), 1, "{messages:#?}");
+    assert!(
+        messages[0].contains("authorizer.path('/c')")
+            && messages[0].ends_with("operation cancelled: actual cost limit exceeded"),
+        "{messages:#?}"
+    );
+}
