@@ -13,6 +13,7 @@ mod review;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::admission::AdmissionRequest;
 use crate::expressions::{AuthorizationCheck, AuthorizationDecision, Authorizer};
@@ -77,6 +78,17 @@ pub trait AccessReviewer: Send + Sync {
     /// asked and failed answers with [`AuthorizationDecision::error`] set, as the apiserver's
     /// authorizer does, and the expression sees it in `errored()` and `error()`.
     fn review(&self, question: &AccessQuestion) -> Result<AuthorizationDecision, String>;
+
+    /// [`AccessReviewer::review`] for a request due at `deadline`: a reviewer that waits
+    /// (for the cluster) waits no longer than that. By default, as `review`.
+    fn review_by(
+        &self,
+        question: &AccessQuestion,
+        deadline: Option<Instant>,
+    ) -> Result<AuthorizationDecision, String> {
+        let _ = deadline;
+        self.review(question)
+    }
 }
 
 /// What answers when nothing was configured to: every check fails its expression with
@@ -89,6 +101,7 @@ pub const NO_AUTHORIZER: &str = "no authorizer is configured: `serve` asks the c
 struct RequestAuthorizer {
     reviewer: Arc<dyn AccessReviewer>,
     subject: Subject,
+    deadline: Option<Instant>,
 }
 
 impl Authorizer for RequestAuthorizer {
@@ -98,20 +111,23 @@ impl Authorizer for RequestAuthorizer {
             Some((namespace, name)) => Subject::service_account(&namespace, &name),
             None => self.subject.clone(),
         };
-        self.reviewer.review(&AccessQuestion { subject, check })
+        self.reviewer
+            .review_by(&AccessQuestion { subject, check }, self.deadline)
     }
 }
 
 /// The `authorizer` of `request`'s expressions: its user's questions, answered by
-/// `reviewer` (by [`NO_AUTHORIZER`]'s error without one).
+/// `reviewer` (by [`NO_AUTHORIZER`]'s error without one) before the request's `deadline`.
 pub fn request_authorizer(
     reviewer: Option<&Arc<dyn AccessReviewer>>,
     request: &AdmissionRequest,
+    deadline: Option<Instant>,
 ) -> Arc<dyn Authorizer> {
     let reviewer = reviewer.cloned().unwrap_or_else(|| Arc::new(Unconfigured));
     Arc::new(RequestAuthorizer {
         reviewer,
         subject: Subject::of_request(request),
+        deadline,
     })
 }
 
@@ -182,7 +198,7 @@ mod tests {
     fn ask(source: &str, reviewer: &Arc<dyn AccessReviewer>) -> Result<cel::Value, String> {
         let request = request();
         let activation = Activation::new().authorizer(
-            request_authorizer(Some(reviewer), &request),
+            request_authorizer(Some(reviewer), &request, None),
             Some(request_resource(&request)),
         );
         Expression::compile(source, false)
@@ -248,7 +264,8 @@ mod tests {
     #[test]
     fn without_a_reviewer_the_expression_fails() {
         let request = request();
-        let activation = Activation::new().authorizer(request_authorizer(None, &request), None);
+        let activation =
+            Activation::new().authorizer(request_authorizer(None, &request, None), None);
         let error = Expression::compile("authorizer.path('/x').check('get').allowed()", false)
             .unwrap()
             .evaluate(&activation)

@@ -2,6 +2,7 @@
 //! expressions see it, and the message a failed validation reports.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::Value;
 
@@ -43,16 +44,18 @@ impl<'r> CelInput<'r> {
         }
     }
 
-    /// Binds `authorizer` to the request user's questions, answered by `reviewer`; without
-    /// one, every check fails its expression ([`authorization::NO_AUTHORIZER`]).
+    /// Binds `authorizer` to the request user's questions, answered by `reviewer` before
+    /// `deadline`; without a reviewer, every check fails its expression
+    /// ([`authorization::NO_AUTHORIZER`]).
     #[must_use]
     pub fn with_authorizer(
         mut self,
         request: &AdmissionRequest,
         reviewer: Option<&Arc<dyn AccessReviewer>>,
+        deadline: Option<Instant>,
     ) -> Self {
         self.authorizer = Some((
-            authorization::request_authorizer(reviewer, request),
+            authorization::request_authorizer(reviewer, request, deadline),
             authorization::request_resource(request),
         ));
         self
@@ -94,14 +97,17 @@ impl<'r> CelInput<'r> {
 pub struct CelInputCell<'r> {
     input: std::cell::OnceCell<CelInput<'r>>,
     reviewer: Option<Arc<dyn AccessReviewer>>,
+    deadline: Option<Instant>,
 }
 
 impl<'r> CelInputCell<'r> {
-    /// An empty cell; `authorizer` questions go to `reviewer`.
-    pub fn new(reviewer: Option<&Arc<dyn AccessReviewer>>) -> Self {
+    /// An empty cell; `authorizer` questions go to `reviewer`, to be answered before
+    /// `deadline`.
+    pub fn new(reviewer: Option<&Arc<dyn AccessReviewer>>, deadline: Option<Instant>) -> Self {
         CelInputCell {
             input: std::cell::OnceCell::new(),
             reviewer: reviewer.cloned(),
+            deadline,
         }
     }
 
@@ -112,7 +118,11 @@ impl<'r> CelInputCell<'r> {
         namespaces: &dyn NamespaceLookup,
     ) -> &CelInput<'r> {
         self.input.get_or_init(|| {
-            CelInput::new(request, namespaces).with_authorizer(request, self.reviewer.as_ref())
+            CelInput::new(request, namespaces).with_authorizer(
+                request,
+                self.reviewer.as_ref(),
+                self.deadline,
+            )
         })
     }
 }

@@ -274,7 +274,7 @@ impl Engine {
         context: &EvalContext<'_>,
     ) -> Result<Decision, EvalError> {
         let mut decision = Decision::default();
-        let cel = CelInputCell::new(context.authorizer);
+        let cel = CelInputCell::new(context.authorizer, context.deadline);
         let past_deadline = || context.deadline.is_some_and(|d| Instant::now() >= d);
         check_object_shape(request, !self.pod_security.is_empty())?;
         match context.endpoint {
