@@ -96,18 +96,26 @@ impl<'r> CelInput<'r> {
 #[derive(Default)]
 pub struct CelInputCell<'r> {
     input: std::cell::OnceCell<CelInput<'r>>,
-    reviewer: Option<Arc<dyn AccessReviewer>>,
-    deadline: Option<Instant>,
+    authorizer: Option<AuthorizerBinding>,
+}
+
+/// How a request's `authorizer` is bound: who answers (none: every check fails its
+/// expression), and by when.
+#[derive(Clone, Default)]
+pub struct AuthorizerBinding {
+    /// Who answers.
+    pub reviewer: Option<Arc<dyn AccessReviewer>>,
+    /// When the request is due.
+    pub deadline: Option<Instant>,
 }
 
 impl<'r> CelInputCell<'r> {
-    /// An empty cell; `authorizer` questions go to `reviewer`, to be answered before
-    /// `deadline`.
-    pub fn new(reviewer: Option<&Arc<dyn AccessReviewer>>, deadline: Option<Instant>) -> Self {
+    /// An empty cell; `authorizer` is bound as `authorizer` says, or left unbound when no
+    /// policy uses it (saving its per-request allocations).
+    pub fn new(authorizer: Option<AuthorizerBinding>) -> Self {
         CelInputCell {
             input: std::cell::OnceCell::new(),
-            reviewer: reviewer.cloned(),
-            deadline,
+            authorizer,
         }
     }
 
@@ -118,11 +126,13 @@ impl<'r> CelInputCell<'r> {
         namespaces: &dyn NamespaceLookup,
     ) -> &CelInput<'r> {
         self.input.get_or_init(|| {
-            CelInput::new(request, namespaces).with_authorizer(
-                request,
-                self.reviewer.as_ref(),
-                self.deadline,
-            )
+            let input = CelInput::new(request, namespaces);
+            match &self.authorizer {
+                Some(binding) => {
+                    input.with_authorizer(request, binding.reviewer.as_ref(), binding.deadline)
+                }
+                None => input,
+            }
         })
     }
 }

@@ -24,7 +24,7 @@ use std::time::Instant;
 use crate::admission::AdmissionRequest;
 use crate::authorization::AccessReviewer;
 use crate::patch::ObjectEditor;
-use cel_input::CelInputCell;
+use cel_input::{AuthorizerBinding, CelInputCell};
 
 pub use crate::vocabulary::Action;
 pub use admission_policy::ExpressionWarning;
@@ -274,7 +274,12 @@ impl Engine {
         context: &EvalContext<'_>,
     ) -> Result<Decision, EvalError> {
         let mut decision = Decision::default();
-        let cel = CelInputCell::new(context.authorizer, context.deadline);
+        let cel = CelInputCell::new(self.admission_policies.uses_authorizer().then(|| {
+            AuthorizerBinding {
+                reviewer: context.authorizer.cloned(),
+                deadline: context.deadline,
+            }
+        }));
         let past_deadline = || context.deadline.is_some_and(|d| Instant::now() >= d);
         check_object_shape(request, !self.pod_security.is_empty())?;
         match context.endpoint {
