@@ -119,13 +119,13 @@ impl SubjectAccessReviewer {
             let _ = sender.send(answer);
         });
         // A little longer than the review's own timeout: only a runtime that cannot run the
-        // task (shutting down) gets here.
+        // task gets here (shutting down, or waited on by its only worker thread).
         let answer = match receiver.recv_timeout(timeout + Duration::from_millis(100)) {
             Ok(Ok(Ok(review))) => Ok(review),
             Ok(Ok(Err(error))) => Err(error.to_string()),
             Ok(Err(_)) | Err(_) => Err(format!(
                 "no answer within {}",
-                humantime::format_duration(timeout)
+                humantime::format_duration(Duration::from_millis(timeout.as_millis() as u64))
             )),
         };
         match answer {
