@@ -174,6 +174,21 @@ pub struct ServeArgs {
     /// slot busy waits until its deadline, then gets the `--on-error` answer.
     #[arg(long, env = "PORTCULLIS_MAX_CONCURRENT_EVALUATIONS", default_value_t = crate::server::DEFAULT_MAX_CONCURRENT_EVALUATIONS, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_evaluations: u16,
+    /// How long a SubjectAccessReview answer to a CEL `authorizer` check is reused (allowed
+    /// or not; errors are never kept); 0s turns the cache off.
+    #[arg(long, env = "PORTCULLIS_AUTHORIZER_CACHE_TTL", default_value = "5s", value_parser = parse_duration)]
+    pub authorizer_cache_ttl: Duration,
+    /// The most SubjectAccessReview answers kept; the oldest go first.
+    #[arg(
+        long,
+        env = "PORTCULLIS_AUTHORIZER_CACHE_SIZE",
+        default_value_t = 10_000
+    )]
+    pub authorizer_cache_size: usize,
+    /// How long one SubjectAccessReview may take; a check that gets no answer in time is
+    /// `errored()`.
+    #[arg(long, env = "PORTCULLIS_AUTHORIZER_TIMEOUT", default_value = "1s", value_parser = parse_duration)]
+    pub authorizer_timeout: Duration,
 }
 
 /// Flags of `portcullis certs`.
@@ -254,6 +269,10 @@ pub struct CheckArgs {
     /// CEL evaluation limits.
     #[command(flatten)]
     pub cel: CelArgs,
+    /// Answers to CEL `authorizer` checks: `allow`, `deny`, or a YAML file of rules
+    /// (docs/cel.md); without it, expressions that check fail.
+    #[arg(long, env = "PORTCULLIS_AUTHORIZER")]
+    pub authorizer: Option<String>,
     /// Manifests (multi-document YAML or JSON) or AdmissionReview JSON files.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
@@ -279,6 +298,10 @@ pub struct TestArgs {
     /// CEL evaluation limits.
     #[command(flatten)]
     pub cel: CelArgs,
+    /// Answers to CEL `authorizer` checks for suites that state none: `allow`, `deny`, or a
+    /// YAML file of rules (docs/cel.md).
+    #[arg(long, env = "PORTCULLIS_AUTHORIZER")]
+    pub authorizer: Option<String>,
     /// Test-suite files or folders.
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,

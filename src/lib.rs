@@ -4,6 +4,7 @@
 //! parses the command line and dispatches to [`commands`].
 //!
 //! - [`admission`]: AdmissionReview envelopes (v1, v1beta1): parsing and encoding.
+//! - [`authorization`]: the CEL `authorizer`: SubjectAccessReviews, or answers given offline.
 //! - [`engine`]: the one [`engine::Engine::evaluate`] that both `serve` and offline commands call.
 //! - [`defaulting`]: the apiserver's defaulting of built-in kinds, on untyped objects.
 //! - [`patch`]: JSON Patch building for defaulting rules.
@@ -16,6 +17,7 @@
 
 pub mod admin;
 pub mod admission;
+pub mod authorization;
 pub mod cli;
 pub mod cluster;
 pub mod commands;

@@ -9,6 +9,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::authorization::AuthorizerMetrics;
+
 /// Labels of `portcullis_admission_requests_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
@@ -106,6 +108,8 @@ pub struct Metrics {
     pub policy_duration: Family<PolicyNameLabels, Histogram, fn() -> Histogram>,
     /// Type-checking warnings of each loaded ValidatingAdmissionPolicy.
     pub type_checking_warnings: Family<PolicyNameLabels, Gauge>,
+    /// SubjectAccessReviews for CEL `authorizer` checks and their cache.
+    pub authorizer: AuthorizerMetrics,
 }
 
 impl Default for Metrics {
@@ -197,8 +201,21 @@ impl Metrics {
             "Time each policy that matched a request took to evaluate",
             policy_duration.clone(),
         );
+        let authorizer = AuthorizerMetrics::default();
+        registry.register(
+            "portcullis_authorizer_reviews",
+            "SubjectAccessReviews sent for CEL authorizer checks, by result (allowed, denied, \
+             error)",
+            authorizer.reviews.clone(),
+        );
+        registry.register(
+            "portcullis_authorizer_cache",
+            "Look-ups of CEL authorizer answers in the cache, by result (hit, miss)",
+            authorizer.cache.clone(),
+        );
         Metrics {
             registry,
+            authorizer,
             type_checking_warnings,
             policy_evaluations,
             policy_duration,

@@ -442,16 +442,25 @@ fn defaults_render_a_safe_deployment() {
         pdb["spec"]["selector"]["matchLabels"],
         deployment["spec"]["selector"]["matchLabels"]
     );
-    let role = find(&objects, "ClusterRole");
+    let role = find_named(&objects, "ClusterRole", "portcullis-namespace-reader");
     assert_eq!(
         role["rules"],
         json!([{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]}])
     );
-    let binding = find(&objects, "ClusterRoleBinding");
+    let reviewer = find_named(&objects, "ClusterRole", "portcullis-access-reviewer");
     assert_eq!(
-        binding["subjects"][0],
-        json!({"kind": "ServiceAccount", "name": "portcullis", "namespace": "portcullis"})
+        reviewer["rules"],
+        json!([{"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"],
+                "verbs": ["create"]}])
     );
+    for name in ["portcullis-namespace-reader", "portcullis-access-reviewer"] {
+        let binding = find_named(&objects, "ClusterRoleBinding", name);
+        assert_eq!(binding["roleRef"]["name"], name);
+        assert_eq!(
+            binding["subjects"][0],
+            json!({"kind": "ServiceAccount", "name": "portcullis", "namespace": "portcullis"})
+        );
+    }
     let service = find(&objects, "Service");
     assert_eq!(service["spec"]["ports"][0]["port"], 443);
     assert_eq!(service["spec"]["ports"][0]["targetPort"], "https");

@@ -2,10 +2,12 @@
 
 use std::io::Write as _;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 
 use crate::admission::Operation;
+use crate::authorization::AnswerTable;
 use crate::cli::{CheckArgs, CheckOperation, CheckOutput};
 use crate::offline::{Checker, namespaces_of, read_inputs, report};
 
@@ -22,7 +24,11 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let engine = super::load_engine(&args.policies).context("cannot load the policies")?;
     let documents = read_inputs(&args.files)?;
     let namespaces = namespaces_of(&documents);
-    let checker = Checker::new(&engine, &namespaces);
+    let mut checker = Checker::new(&engine, &namespaces);
+    if let Some(flag) = &args.authorizer {
+        let table = AnswerTable::from_flag(flag).context("--authorizer")?;
+        checker = checker.with_authorizer(Arc::new(table));
+    }
     let operation = match args.operation {
         CheckOperation::Create => Operation::Create,
         CheckOperation::Update => Operation::Update,

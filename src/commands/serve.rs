@@ -2,6 +2,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use crate::authorization::ReviewSettings;
 use crate::cli::ServeArgs;
 use crate::cluster::ClusterSource;
 use crate::server::{ConnectionSettings, RequestSettings, ServeConfig, ServeSources, start_with};
@@ -49,6 +50,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             policy_paths: args.policies.clone(),
             policy_reload_interval: args.policy_reload_interval,
             cluster: client,
+            authorizer: ReviewSettings {
+                cache_ttl: args.authorizer_cache_ttl,
+                cache_size: args.authorizer_cache_size,
+                timeout: args.authorizer_timeout,
+            },
         },
     )
     .await?;

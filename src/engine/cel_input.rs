@@ -1,21 +1,26 @@
 //! What CEL rules share, native `cel` rules and admission policies alike: the request as
 //! expressions see it, and the message a failed validation reports.
 
+use std::sync::Arc;
+use std::time::Instant;
+
 use serde_json::Value;
 
 use super::NamespaceLookup;
 use crate::admission::AdmissionRequest;
-use crate::expressions::{Activation, Expression};
+use crate::authorization::{self, AccessReviewer};
+use crate::expressions::{Activation, AuthorizationCheck, Authorizer, Expression};
 
 /// The longest messageExpression result used (`celconfig.MaxEvaluatedMessageExpressionSizeBytes`).
 const MAX_MESSAGE_BYTES: usize = 5 * 1024;
 
-/// The request as CEL sees it: `request`, `namespaceObject` and `oldObject`, built once per
-/// request when the first CEL rule matches.
+/// The request as CEL sees it: `request`, `namespaceObject`, `oldObject` and `authorizer`,
+/// built once per request when the first CEL rule matches.
 pub struct CelInput<'r> {
     request: Value,
     namespace_object: Value,
     old_object: Option<&'r Value>,
+    authorizer: Option<(Arc<dyn Authorizer>, AuthorizationCheck)>,
 }
 
 impl<'r> CelInput<'r> {
@@ -35,12 +40,44 @@ impl<'r> CelInput<'r> {
             request: request.attributes_json(),
             namespace_object,
             old_object: request.old_object.as_ref(),
+            authorizer: None,
         }
+    }
+
+    /// Binds `authorizer` to the request user's questions, answered by `reviewer` before
+    /// `deadline`; without a reviewer, every check fails its expression
+    /// ([`authorization::NO_AUTHORIZER`]).
+    #[must_use]
+    pub fn with_authorizer(
+        mut self,
+        request: &AdmissionRequest,
+        reviewer: Option<&Arc<dyn AccessReviewer>>,
+        deadline: Option<Instant>,
+    ) -> Self {
+        self.authorizer = Some((
+            authorization::request_authorizer(reviewer, request, deadline),
+            authorization::request_resource(request),
+        ));
+        self
     }
 
     /// The activation for one evaluation on `object` (the object as sent, or as edited so
     /// far); params and variables are added by the caller.
     pub fn activation<'a>(&'a self, object: Option<&'a Value>) -> Activation<'a> {
+        let mut activation = self.activation_without_authorizer(object);
+        if let Some((authorizer, request_resource)) = &self.authorizer {
+            activation = activation.authorizer(authorizer.clone(), Some(request_resource.clone()));
+        }
+        activation
+    }
+
+    /// Like [`CelInput::activation`], with `authorizer` unbound: the apiserver evaluates a
+    /// ValidatingAdmissionPolicy's messageExpressions and auditAnnotations so, and an
+    /// expression (or a variable it reads) that uses `authorizer` there fails.
+    pub fn activation_without_authorizer<'a>(
+        &'a self,
+        object: Option<&'a Value>,
+    ) -> Activation<'a> {
         let mut activation = Activation::new()
             .request(&self.request)
             .namespace_object(&self.namespace_object);
@@ -57,12 +94,29 @@ impl<'r> CelInput<'r> {
 /// The request's [`CelInput`], built when the first CEL rule of any policy needs it and then
 /// shared by every rule of the request.
 #[derive(Default)]
-pub struct CelInputCell<'r>(std::cell::OnceCell<CelInput<'r>>);
+pub struct CelInputCell<'r> {
+    input: std::cell::OnceCell<CelInput<'r>>,
+    authorizer: Option<AuthorizerBinding>,
+}
+
+/// How a request's `authorizer` is bound: who answers (none: every check fails its
+/// expression), and by when.
+#[derive(Clone, Default)]
+pub struct AuthorizerBinding {
+    /// Who answers.
+    pub reviewer: Option<Arc<dyn AccessReviewer>>,
+    /// When the request is due.
+    pub deadline: Option<Instant>,
+}
 
 impl<'r> CelInputCell<'r> {
-    /// An empty cell.
-    pub fn new() -> Self {
-        CelInputCell(std::cell::OnceCell::new())
+    /// An empty cell; `authorizer` is bound as `authorizer` says, or left unbound when no
+    /// policy uses it (saving its per-request allocations).
+    pub fn new(authorizer: Option<AuthorizerBinding>) -> Self {
+        CelInputCell {
+            input: std::cell::OnceCell::new(),
+            authorizer,
+        }
     }
 
     /// The input of `request`, built on first use.
@@ -71,7 +125,15 @@ impl<'r> CelInputCell<'r> {
         request: &'r AdmissionRequest,
         namespaces: &dyn NamespaceLookup,
     ) -> &CelInput<'r> {
-        self.0.get_or_init(|| CelInput::new(request, namespaces))
+        self.input.get_or_init(|| {
+            let input = CelInput::new(request, namespaces);
+            match &self.authorizer {
+                Some(binding) => {
+                    input.with_authorizer(request, binding.reviewer.as_ref(), binding.deadline)
+                }
+                None => input,
+            }
+        })
     }
 }
 

@@ -18,11 +18,13 @@ pub mod rules;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::admission::AdmissionRequest;
+use crate::authorization::AccessReviewer;
 use crate::patch::ObjectEditor;
-use cel_input::CelInputCell;
+use cel_input::{AuthorizerBinding, CelInputCell};
 
 pub use crate::vocabulary::Action;
 pub use admission_policy::ExpressionWarning;
@@ -63,6 +65,8 @@ pub struct EvalContext<'a> {
     pub deadline: Option<Instant>,
     /// Labels of namespaces, for namespace selectors and Pod Security namespace labels.
     pub namespaces: &'a dyn NamespaceLookup,
+    /// Who answers CEL `authorizer` checks; without one they fail their expression.
+    pub authorizer: Option<&'a Arc<dyn AccessReviewer>>,
 }
 
 impl EvalContext<'static> {
@@ -72,6 +76,7 @@ impl EvalContext<'static> {
             endpoint,
             deadline: None,
             namespaces: &NoNamespaces,
+            authorizer: None,
         }
     }
 }
@@ -88,11 +93,24 @@ impl<'a> EvalContext<'a> {
 
     /// The same context with a namespace lookup.
     #[must_use]
-    pub fn with_namespaces<'b>(self, namespaces: &'b dyn NamespaceLookup) -> EvalContext<'b> {
+    pub fn with_namespaces<'b>(self, namespaces: &'b dyn NamespaceLookup) -> EvalContext<'b>
+    where
+        'a: 'b,
+    {
         EvalContext {
             endpoint: self.endpoint,
             deadline: self.deadline,
             namespaces,
+            authorizer: self.authorizer,
+        }
+    }
+
+    /// The same context with an authorizer for CEL `authorizer` checks.
+    #[must_use]
+    pub fn with_authorizer(self, authorizer: &'a Arc<dyn AccessReviewer>) -> Self {
+        EvalContext {
+            authorizer: Some(authorizer),
+            ..self
         }
     }
 }
@@ -232,8 +250,9 @@ impl Engine {
 
     /// Whether deciding the request may take long whatever the object's size: an admission
     /// policy that runs on `endpoint` for its resource and operation nests comprehensions, so
-    /// its work can grow as a power of the object's list lengths. The server decides such
-    /// requests off the async workers.
+    /// its work can grow as a power of the object's list lengths, or uses `authorizer`, whose
+    /// checks wait for a SubjectAccessReview (native `cel` rules cannot use it). The server
+    /// decides such requests off the async workers.
     pub fn may_run_long(&self, request: &AdmissionRequest, endpoint: Endpoint) -> bool {
         self.admission_policies.may_run_long(request, endpoint)
     }
@@ -255,7 +274,12 @@ impl Engine {
         context: &EvalContext<'_>,
     ) -> Result<Decision, EvalError> {
         let mut decision = Decision::default();
-        let cel = CelInputCell::new();
+        let cel = CelInputCell::new(self.admission_policies.uses_authorizer().then(|| {
+            AuthorizerBinding {
+                reviewer: context.authorizer.cloned(),
+                deadline: context.deadline,
+            }
+        }));
         let past_deadline = || context.deadline.is_some_and(|d| Instant::now() >= d);
         check_object_shape(request, !self.pod_security.is_empty())?;
         match context.endpoint {

@@ -16,7 +16,7 @@ pub type VariableEvaluator<'a> =
     dyn Fn(&str, &Activation<'a>) -> Result<Value, CelEvalError> + Send + Sync + 'a;
 
 /// One authorization question, as `authorizer.group(..).resource(..)...check(verb)` builds it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct AuthorizationCheck {
     /// `authorizer.path(p)`: a non-resource URL; empty for resource checks.
     pub path: String,
@@ -53,8 +53,10 @@ pub struct AuthorizationDecision {
 
 /// Answers `authorizer` checks (a SubjectAccessReview, in a cluster).
 pub trait Authorizer: Send + Sync {
-    /// Decides `check` for the requesting user.
-    fn authorize(&self, check: &AuthorizationCheck) -> AuthorizationDecision;
+    /// Decides `check` for the requesting user. A question that could not be put (the
+    /// authorizer could not be asked) is a [`AuthorizationDecision::error`]; `Err` fails the
+    /// expression itself (no answers configured at all), as a CEL runtime error.
+    fn authorize(&self, check: &AuthorizationCheck) -> Result<AuthorizationDecision, String>;
 }
 
 thread_local! {
@@ -311,6 +313,12 @@ impl<'a> Activation<'a> {
         {
             return failed;
         }
+        // cel-go's words for a declared variable the activation does not hold.
+        if let ExecutionError::UndeclaredReference(name) = &error
+            && name.as_str() == "authorizer"
+        {
+            return CelEvalError::runtime("no such attribute(s): authorizer");
+        }
         eval_error(&error)
     }
 
@@ -357,10 +365,12 @@ impl VariableResolver for ActivationResolver<'_, '_> {
                     visible: activation.visible_variables(),
                 }))
             }
-            "authorizer" => Some(match &activation.authorizer {
-                Some(val) => CowVal::Borrowed(&**val),
-                None => CowVal::owned(CelNull),
-            }),
+            // Unbound where the apiserver evaluates without it (a VAP's messageExpressions
+            // and auditAnnotations): referencing it is an error (see `explain`).
+            "authorizer" => activation
+                .authorizer
+                .as_ref()
+                .map(|val| CowVal::Borrowed(&**val)),
             _ => activation
                 .extra
                 .iter()

@@ -28,6 +28,9 @@ pub struct Declarations<'a> {
     pub variables: Variables<'a>,
     /// Whether `params` is declared (the policy has a `paramKind`).
     pub params: bool,
+    /// Whether `authorizer` is declared (not in a ValidatingAdmissionPolicy's
+    /// `messageExpression`).
+    pub authorizer: bool,
 }
 
 impl Default for Declarations<'_> {
@@ -36,6 +39,7 @@ impl Default for Declarations<'_> {
         Declarations {
             variables: Variables::Dyn,
             params: true,
+            authorizer: true,
         }
     }
 }
@@ -180,6 +184,10 @@ impl Expression {
         }
         if !declarations.params {
             undeclared.push("params");
+        }
+        if !declarations.authorizer {
+            declared.retain(|(name, _)| *name != "authorizer");
+            undeclared.push("authorizer");
         }
         if !structs {
             undeclared.push("jsonpatch");

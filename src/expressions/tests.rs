@@ -369,12 +369,15 @@ fn program_is_send_and_sync() {
 struct AllowReads;
 
 impl Authorizer for AllowReads {
-    fn authorize(&self, check: &AuthorizationCheck) -> AuthorizationDecision {
-        AuthorizationDecision {
+    fn authorize(&self, check: &AuthorizationCheck) -> Result<AuthorizationDecision, String> {
+        if check.verb == "explode" {
+            return Err("no answers".to_owned());
+        }
+        Ok(AuthorizationDecision {
             allowed: check.verb == "get",
             reason: format!("{}/{}", check.group, check.resource),
             error: String::new(),
-        }
+        })
     }
 }
 
@@ -403,6 +406,21 @@ fn authorizer_checks() {
         ),
         Ok(cel::Value::Bool(false))
     );
+    let failed = eval(
+        "authorizer.path('/x').check('explode').allowed()",
+        &activation,
+    );
+    assert!(failed.unwrap_err().to_string().contains("no answers"));
+    for (namespace, name, error) in [
+        ("ns", "Bad_Name", "Invalid service account name"),
+        ("Bad.NS", "sa", "Invalid service account namespace"),
+    ] {
+        let source = format!(
+            "authorizer.serviceAccount('{namespace}', '{name}').path('/x').check('get').allowed()"
+        );
+        let failed = eval(&source, &activation).unwrap_err().to_string();
+        assert!(failed.contains(error), "{failed}");
+    }
 }
 
 #[test]

@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -11,6 +12,7 @@ use serde_json::Value;
 use super::input::{Input, InputDocument, Source};
 use super::manifest::{api_version, offline_uid};
 use crate::admission::{AdmissionRequest, Operation};
+use crate::authorization::AccessReviewer;
 use crate::engine::{
     Decision, Endpoint, Engine, EvalContext, NamespaceLookup, ResourceRule, Violation,
 };
@@ -94,6 +96,7 @@ pub fn is_registered(rules: &[ResourceRule], request: &AdmissionRequest) -> bool
 pub struct Checker<'a> {
     engine: &'a Engine,
     namespaces: &'a dyn NamespaceLookup,
+    authorizer: Option<Arc<dyn AccessReviewer>>,
     mutate_rules: Vec<ResourceRule>,
     validate_rules: Vec<ResourceRule>,
 }
@@ -104,8 +107,19 @@ impl<'a> Checker<'a> {
         Checker {
             engine,
             namespaces,
+            authorizer: None,
             mutate_rules: engine.webhook_rules(Endpoint::Mutate),
             validate_rules: engine.webhook_rules(Endpoint::Validate),
+        }
+    }
+
+    /// The same checker, with answers to CEL `authorizer` checks (`--authorizer`); without
+    /// them, expressions that check fail.
+    #[must_use]
+    pub fn with_authorizer(self, authorizer: Arc<dyn AccessReviewer>) -> Self {
+        Checker {
+            authorizer: Some(authorizer),
+            ..self
         }
     }
 
@@ -206,7 +220,10 @@ impl<'a> Checker<'a> {
         request: &AdmissionRequest,
         endpoint: Endpoint,
     ) -> Result<Decision, CheckError> {
-        let context = EvalContext::new(endpoint).with_namespaces(self.namespaces);
+        let mut context = EvalContext::new(endpoint).with_namespaces(self.namespaces);
+        if let Some(authorizer) = &self.authorizer {
+            context = context.with_authorizer(authorizer);
+        }
         let failed = |message: String| CheckError {
             document: source.clone(),
             message,

@@ -21,4 +21,4 @@ pub mod suite;
 pub use check::{CheckError, CheckResult, Checker};
 pub use input::{Input, InputDocument, InputError, Source, namespaces_of, read_inputs};
 pub use manifest::{Manifest, OFFLINE_USER};
-pub use suite::{SuiteRun, run_suites};
+pub use suite::{SuiteRun, run_suites, run_suites_with};

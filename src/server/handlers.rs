@@ -57,9 +57,12 @@ fn decide(
     deadline: Instant,
     endpoint: Endpoint,
 ) -> Decided {
-    let context = EvalContext::new(endpoint)
+    let mut context = EvalContext::new(endpoint)
         .with_deadline(deadline)
         .with_namespaces(state.namespaces.as_ref());
+    if let Some(authorizer) = &state.authorizer {
+        context = context.with_authorizer(authorizer);
+    }
     guarded(state, &request.uid, || engine.evaluate(request, &context))
 }
 
@@ -209,7 +212,8 @@ async fn admit(state: AppState, body: AdmissionReviewBody, endpoint: Endpoint) -
         // thread hand-offs doubled the CPU per review of an empty policy set, measured in
         // `make bench-load`); the time CEL can spend grows with the lists in the object, so
         // large objects go to the pool, as do requests an admission policy with nested
-        // comprehensions runs on; small ones are decided here, bounded by the CEL limits
+        // comprehensions or `authorizer` checks (which wait for SubjectAccessReviews) runs
+        // on; small ones are decided here, bounded by the CEL limits
         // (`--cel-max-iterations`, `--cel-timeout`).
         Some(engine)
             if body.size < OFFLOAD_MIN_BYTES

@@ -20,6 +20,7 @@ use clap::ValueEnum;
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::admin::Readiness;
+use crate::authorization::AccessReviewer;
 use crate::engine::{Engine, NamespaceLookup, NoNamespaces};
 use crate::metrics::Metrics;
 
@@ -86,6 +87,8 @@ pub struct AppState {
     pub namespaces: Arc<dyn NamespaceLookup>,
     /// Slots for evaluations running at once (`--max-concurrent-evaluations`).
     pub evaluation_slots: Arc<tokio::sync::Semaphore>,
+    /// Who answers CEL `authorizer` checks (SubjectAccessReviews, with a cluster).
+    pub authorizer: Option<Arc<dyn AccessReviewer>>,
 }
 
 impl AppState {
@@ -108,6 +111,7 @@ impl AppState {
             )),
             settings: Arc::new(settings),
             namespaces: Arc::new(NoNamespaces),
+            authorizer: None,
         }
     }
 }

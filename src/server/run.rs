@@ -16,6 +16,7 @@ use super::limits::{ConnectionLimit, ConnectionSettings};
 use super::policy_reload::PolicyReloader;
 use super::{AppState, RequestSettings, webhook_router};
 use crate::admin::{AdminState, admin_router};
+use crate::authorization::{ReviewSettings, SubjectAccessReviewer};
 use crate::cluster::NamespaceCache;
 use crate::engine::Engine;
 use crate::tls::{CertificateReloader, TlsError, TlsSettings};
@@ -53,8 +54,11 @@ pub struct ServeSources {
     pub policy_paths: Vec<PathBuf>,
     /// How often policy files are re-read besides change notifications.
     pub policy_reload_interval: Duration,
-    /// A cluster whose Namespaces are watched for their labels; none known without it.
+    /// A cluster whose Namespaces are watched for their labels, and asked with
+    /// SubjectAccessReviews for CEL `authorizer` checks; none known without it.
     pub cluster: Option<kube::Client>,
+    /// The SubjectAccessReview cache and timeout.
+    pub authorizer: ReviewSettings,
 }
 
 impl Default for ServeSources {
@@ -63,6 +67,7 @@ impl Default for ServeSources {
             policy_paths: Vec::new(),
             policy_reload_interval: Duration::from_secs(30),
             cluster: None,
+            authorizer: ReviewSettings::default(),
         }
     }
 }
@@ -183,6 +188,14 @@ pub async fn start_with(
         background.push(AbortOnDrop(policies.spawn(sources.policy_reload_interval)?));
     }
 
+    if let Some(client) = &sources.cluster {
+        state.authorizer = Some(Arc::new(SubjectAccessReviewer::new(
+            client.clone(),
+            tokio::runtime::Handle::current(),
+            sources.authorizer,
+            state.metrics.authorizer.clone(),
+        )));
+    }
     let namespaces = sources.cluster.map(|client| {
         let (cache, task) = NamespaceCache::spawn(client);
         background.push(AbortOnDrop(task));

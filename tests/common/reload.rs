@@ -109,7 +109,7 @@ pub async fn start_with_policies(
         ServeSources {
             policy_paths: paths,
             policy_reload_interval: interval,
-            cluster: None,
+            ..ServeSources::default()
         },
     )
     .await

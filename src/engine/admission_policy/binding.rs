@@ -101,7 +101,17 @@ impl<'a> Evaluation<'a, '_> {
     where
         'a: 's,
     {
-        Scope::new(self.input, object, self.param, self.variables)
+        Scope::new(self.input, object, self.param, self.variables, true)
+    }
+
+    /// The scope of a ValidatingAdmissionPolicy's messageExpressions and auditAnnotations:
+    /// as [`Evaluation::scope`], with `authorizer` unbound and variables evaluated afresh, as
+    /// the apiserver evaluates them.
+    pub(super) fn scope_without_authorizer<'s>(&'s self, object: Option<&'s Json>) -> Scope<'s>
+    where
+        'a: 's,
+    {
+        Scope::new(self.input, object, self.param, self.variables, false)
     }
 }
 

@@ -216,6 +216,12 @@ impl AdmissionPolicies {
         validating::validate(self, request, namespaces, cel, decision);
     }
 
+    /// Whether some policy's expression uses `authorizer`.
+    pub fn uses_authorizer(&self) -> bool {
+        self.validating.iter().any(|p| p.core.uses_authorizer)
+            || self.mutating.iter().any(|p| p.core.uses_authorizer)
+    }
+
     /// Whether a policy that runs on `endpoint` for this request's resource and operation
     /// nests comprehensions (the namespace and object selectors are not consulted).
     pub fn may_run_long(&self, request: &AdmissionRequest, endpoint: Endpoint) -> bool {

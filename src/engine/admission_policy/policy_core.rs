@@ -60,6 +60,9 @@ pub(super) struct PolicyCore {
     /// Whether an expression of the policy nests comprehensions (see
     /// [`PolicyCore::note_nesting`]).
     pub(super) nested_comprehensions: bool,
+    /// Whether an expression of the policy uses `authorizer`, whose checks wait for the
+    /// cluster's answer.
+    pub(super) uses_authorizer: bool,
 }
 
 impl PolicyCore {
@@ -112,6 +115,7 @@ impl PolicyCore {
             let declarations = Declarations {
                 variables: Declared::Undeclared,
                 params: common.param_kind.is_some(),
+                authorizer: true,
             };
             let expression =
                 compile_expression(source, &field, &condition.expression, false, &declarations)?;
@@ -126,31 +130,38 @@ impl PolicyCore {
             match_conditions: conditions,
             variables,
             nested_comprehensions: false,
+            uses_authorizer: false,
         };
-        let nested = core
+        let expressions: Vec<&Expression> = core
             .match_conditions
             .iter()
             .map(|(_, expression)| expression)
             .chain(&core.variables.expressions)
-            .any(nests_comprehensions);
-        core.nested_comprehensions = nested;
+            .collect();
+        core.nested_comprehensions = expressions.iter().any(|e| nests_comprehensions(e));
+        core.uses_authorizer = expressions.iter().any(|e| e.uses("authorizer"));
         Ok(core)
     }
 
-    /// Notes whether one of the policy's other `expressions` nests comprehensions: such an
-    /// evaluation can take time that grows as a power of the object's list lengths, and is
-    /// run off the async workers (see [`crate::engine::Engine::may_run_long`]).
+    /// Notes whether one of the policy's other `expressions` nests comprehensions (such an
+    /// evaluation can take time that grows as a power of the object's list lengths) or uses
+    /// `authorizer` (it waits for SubjectAccessReviews): either is run off the async workers
+    /// (see [`crate::engine::Engine::may_run_long`]).
     pub(super) fn note_nesting<'e>(
         &mut self,
         expressions: impl IntoIterator<Item = &'e Expression>,
     ) {
-        self.nested_comprehensions |= expressions.into_iter().any(nests_comprehensions);
+        for expression in expressions {
+            self.nested_comprehensions |= nests_comprehensions(expression);
+            self.uses_authorizer |= expression.uses("authorizer");
+        }
     }
 
-    /// Whether the policy nests comprehensions and its constraints match the request's
-    /// resource and operation.
+    /// Whether the policy nests comprehensions or uses `authorizer`, and its constraints
+    /// match the request's resource and operation.
     pub(super) fn may_run_long(&self, request: &AdmissionRequest) -> bool {
-        self.nested_comprehensions && self.constraints.matches_resource(request)
+        (self.nested_comprehensions || self.uses_authorizer)
+            && self.constraints.matches_resource(request)
     }
 
     /// What the policy's fields other than match conditions declare: `params` with a
@@ -163,10 +174,11 @@ impl PolicyCore {
                 Declared::Typed(&self.variables.types)
             },
             params: self.param_kind.is_some(),
+            authorizer: true,
         }
     }
 
-    /// Compiles one more expression of the policy (validations, messages, mutations …).
+    /// Compiles one more expression of the policy (validations, mutations …).
     pub(super) fn expression(
         &self,
         source: &DocumentSource,
@@ -175,6 +187,23 @@ impl PolicyCore {
         structs: bool,
     ) -> Result<Expression, PolicyError> {
         let expression = compile_expression(source, field, text, structs, &self.declarations())?;
+        self.variables.check(&expression, source, field)?;
+        Ok(expression)
+    }
+
+    /// Compiles a validation's `messageExpression`: as the apiserver compiles it, without
+    /// `authorizer` (a variable that uses it may still be read).
+    pub(super) fn message_expression(
+        &self,
+        source: &DocumentSource,
+        field: &str,
+        text: &str,
+    ) -> Result<Expression, PolicyError> {
+        let declarations = Declarations {
+            authorizer: false,
+            ..self.declarations()
+        };
+        let expression = compile_expression(source, field, text, false, &declarations)?;
         self.variables.check(&expression, source, field)?;
         Ok(expression)
     }

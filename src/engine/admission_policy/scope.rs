@@ -17,13 +17,20 @@ pub(super) struct Scope<'a> {
 }
 
 impl<'a> Scope<'a> {
+    /// The scope; `authorizer` says whether `authorizer` is bound (see
+    /// [`CelInput::activation_without_authorizer`]).
     pub(super) fn new(
         input: &'a CelInput<'a>,
         object: Option<&'a Json>,
         params: Option<&'a Json>,
         variables: &'a Variables,
+        authorizer: bool,
     ) -> Self {
-        let mut activation = input.activation(object);
+        let mut activation = if authorizer {
+            input.activation(object)
+        } else {
+            input.activation_without_authorizer(object)
+        };
         if let Some(params) = params {
             activation = activation.params(params);
         }

@@ -90,7 +90,7 @@ impl ValidatingPolicy {
                 .filter(|text| !text.is_empty())
                 .map(|text| {
                     let message_field = format!("{field}.messageExpression");
-                    let expression = core.expression(source, &message_field, text, false)?;
+                    let expression = core.message_expression(source, &message_field, text)?;
                     expect_output(source, &message_field, &expression, &[CelType::String])?;
                     Ok::<_, PolicyError>(expression)
                 })
@@ -206,7 +206,12 @@ struct Validated {
 /// apiserver does: an overrun by the validations stops the policy with one error; an overrun
 /// by the messages turns every validation that did not fail to evaluate into the error
 /// `failed messageExpression: …`.
-fn run_validations(policy: &ValidatingPolicy, scope: &Scope<'_>, fail: bool) -> Validated {
+fn run_validations<'s, 'a: 's>(
+    policy: &ValidatingPolicy,
+    scope: &Scope<'_>,
+    message_scope: &dyn Fn() -> &'s Scope<'a>,
+    fail: bool,
+) -> Validated {
     let mut budget = CostBudget::new(POLICY_COST_BUDGET);
     let mut results = Vec::with_capacity(policy.validations.len());
     for validation in &policy.validations {
@@ -222,7 +227,7 @@ fn run_validations(policy: &ValidatingPolicy, scope: &Scope<'_>, fail: bool) -> 
         }
         results.push(result);
     }
-    let mut messages = message_values(policy, scope, &results, budget);
+    let mut messages = message_values(policy, message_scope, &results, budget);
     let mut validated = Validated {
         failures: Vec::new(),
         errored: false,
@@ -261,9 +266,9 @@ fn run_validations(policy: &ValidatingPolicy, scope: &Scope<'_>, fail: bool) -> 
 /// The apiserver evaluates every one, whatever its validation gave; only the failed
 /// validations' messages are read, so the others run only when the budget left could be
 /// overrun: below two per-call limits for each messageExpression and variable.
-fn message_values(
+fn message_values<'s, 'a: 's>(
     policy: &ValidatingPolicy,
-    scope: &Scope<'_>,
+    scope: &dyn Fn() -> &'s Scope<'a>,
     results: &[Result<bool, String>],
     mut budget: CostBudget,
 ) -> Result<Vec<Option<cel::Value>>, &'static str> {
@@ -278,7 +283,7 @@ fn message_values(
     for (validation, result) in policy.validations.iter().zip(results) {
         let value = match &validation.message_expression {
             Some(expression) if every_one || matches!(result, Ok(false)) => {
-                let (value, cost) = scope.evaluate_with_cost(expression);
+                let (value, cost) = scope().evaluate_with_cost(expression);
                 budget.spend(cost)?;
                 value.ok()
             }
@@ -379,6 +384,10 @@ pub fn validate<'r>(
                     }
                 };
                 let scope = evaluation.scope(object);
+                // messageExpressions and auditAnnotations see no `authorizer`.
+                let plain_scope = std::cell::OnceCell::new();
+                let plain =
+                    || plain_scope.get_or_init(|| evaluation.scope_without_authorizer(object));
                 // As the apiserver: when matchConditions could not be evaluated, or the
                 // expressions overran their budget, the policy is neither validated further
                 // nor annotated.
@@ -388,7 +397,7 @@ pub fn validate<'r>(
                     stopped,
                 } = match scope.match_conditions(&policy.core.match_conditions) {
                     Ok(false) => return,
-                    Ok(true) => run_validations(policy, &scope, fail),
+                    Ok(true) => run_validations(policy, &scope, &plain, fail),
                     Err(error) => Validated {
                         failures: Failure::error(error, 0, fail),
                         errored: true,
@@ -398,7 +407,7 @@ pub fn validate<'r>(
                 let values = if stopped {
                     Vec::new()
                 } else {
-                    match audit_annotation_values(policy, &scope) {
+                    match audit_annotation_values(policy, plain()) {
                         Ok(values) => values,
                         Err(out_of_budget) => {
                             errored = true;

@@ -71,6 +71,7 @@ impl Variables {
                 &Declarations {
                     variables: Declared::Typed(&variables.types),
                     params,
+                    authorizer: true,
                 },
             )?;
             let closure = variables.needed(&expression).map_err(|name| {

@@ -79,11 +79,23 @@ pub(super) fn authz_member(function: &str, args: &[Value]) -> Fallible {
         "labelSelector" => next.check.label_selector = arg,
         "serviceAccount" => {
             let name = str_arg(function, args, 2)?.to_owned();
+            // As `authorizerServiceAccount` (k8s.io/apiserver pkg/cel/library/authz.go).
+            if !crate::names::dns1123_subdomain_errors(&name).is_empty() {
+                return Err(fail(function, "Invalid service account name"));
+            }
+            if !crate::names::dns1123_label_errors(&arg).is_empty() {
+                return Err(fail(function, "Invalid service account namespace"));
+            }
             next.check.service_account = Some((arg, name));
         }
         "check" => {
+            // Its 350,000 units are charged by the cost pass (`cost.rs`).
             next.check.verb = arg;
-            return Ok(wrap(Decision(next.authorizer.authorize(&next.check))));
+            let decision = next
+                .authorizer
+                .authorize(&next.check)
+                .map_err(|message| fail(function, message))?;
+            return Ok(wrap(Decision(decision)));
         }
         _ => return Err(no_overload(function, args)),
     }

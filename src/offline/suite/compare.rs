@@ -157,7 +157,10 @@ fn mismatches(case: &LoadedCase, result: &CheckResult, object: Option<&Value>) -
 }
 
 pub(super) fn run_case(suite: &LoadedSuite, case: &LoadedCase) -> CaseOutcome {
-    let checker = Checker::new(&suite.engine, &suite.namespaces);
+    let mut checker = Checker::new(&suite.engine, &suite.namespaces);
+    if let Some(authorizer) = &case.authorizer {
+        checker = checker.with_authorizer(authorizer.clone());
+    }
     let request = Checker::admission_request(&case.document, case.operation);
     let registration = matches!(case.document.input, Input::Manifest(_));
     let (status, reason) =

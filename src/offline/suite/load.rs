@@ -3,11 +3,13 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::{API_VERSION, Expectation, KIND, PolicyTest, ResourceSelector, TestCase};
 use crate::admission::Operation;
+use crate::authorization::{AccessReviewer, AnswerTable};
 use crate::engine::{Engine, StaticNamespaces};
 use crate::offline::input::{
     Input, InputDocument, InputError, Source, namespaces_of, read_inputs, yaml_documents,
@@ -76,6 +78,8 @@ pub(super) struct LoadedCase {
     pub(super) operation: Operation,
     pub(super) expect: Expectation,
     pub(super) patched_object: Option<Value>,
+    /// Answers to `authorizer` checks: the case's, the suite's or `--authorizer`'s.
+    pub(super) authorizer: Option<Arc<dyn AccessReviewer>>,
 }
 
 pub(super) struct LoadedSuite {
@@ -137,9 +141,11 @@ fn selects(selector: &ResourceSelector, document: &InputDocument) -> bool {
 pub(super) fn load_suite<E: fmt::Display>(
     source: &Source,
     value: Value,
+    authorizer: Option<&AnswerTable>,
     load_engine: &impl Fn(&[PathBuf]) -> Result<Engine, E>,
 ) -> Result<LoadedSuite, String> {
-    let suite = parse_suite(source, value)?;
+    let mut suite = parse_suite(source, value)?;
+    let authorizer = suite.authorizer.take().or_else(|| authorizer.cloned());
     let base = source.file.parent().unwrap_or(Path::new("."));
     let engine = load_engine(&relative(base, &suite.policies))
         .map_err(|e| suite_error(source, "policies", format!("{e:#}")))?;
@@ -148,7 +154,7 @@ pub(super) fn load_suite<E: fmt::Display>(
         .cases
         .into_iter()
         .enumerate()
-        .map(|(index, case)| load_case(source, base, index, case, &resources))
+        .map(|(index, case)| load_case(source, base, index, case, &resources, authorizer.as_ref()))
         .collect::<Result<_, _>>()?;
     Ok(LoadedSuite {
         name: suite.metadata.name,
@@ -213,9 +219,15 @@ fn load_case(
     source: &Source,
     base: &Path,
     index: usize,
-    case: TestCase,
+    mut case: TestCase,
     resources: &[InputDocument],
+    authorizer: Option<&AnswerTable>,
 ) -> Result<LoadedCase, String> {
+    let authorizer = case
+        .authorizer
+        .take()
+        .or_else(|| authorizer.cloned())
+        .map(|table| Arc::new(table) as Arc<dyn AccessReviewer>);
     let field = |name: &str| format!("cases[{index}].{name}");
     if case.expect.is_empty() {
         return Err(suite_error(
@@ -292,5 +304,6 @@ fn load_case(
         operation,
         expect: case.expect,
         patched_object,
+        authorizer,
     })
 }

@@ -7,10 +7,13 @@
 //! policies: []                   # files or folders, relative to this file; [] = built-in set
 //! resources: [resources.yaml]    # manifests and AdmissionReviews, relative to this file
 //! namespaces: [namespaces.yaml]  # Namespace manifests whose labels rules may look up
+//! authorizer: deny               # answers to CEL authorizer checks: allow, deny, or
+//!                                # {default, rules} (docs/cel.md); else --authorizer's
 //! cases:
 //!   - name: privileged pod is denied          # optional
 //!     resource: {kind: Pod, namespace: team-a, name: web}   # apiVersion optional
 //!     operation: CREATE                       # CREATE (default), UPDATE or DELETE
+//!     authorizer: allow                       # this case's authorizer answers, optional
 //!     expect:
 //!       allowed: false
 //!       violations: [{policy: pod-security, rule: enforce}]  # each must be found
@@ -36,6 +39,7 @@ use serde_json::Value;
 
 use super::input::yaml_documents;
 use crate::admission::Operation;
+use crate::authorization::AnswerTable;
 use crate::engine::{Engine, Violation};
 pub use compare::first_difference;
 use compare::run_case;
@@ -65,6 +69,10 @@ pub struct PolicyTest {
     /// Namespaces among `resources` count too.
     #[serde(default)]
     pub namespaces: Vec<PathBuf>,
+    /// Answers to CEL `authorizer` checks for every case that states none; when unset,
+    /// those of `portcullis test --authorizer`.
+    #[serde(default)]
+    pub authorizer: Option<AnswerTable>,
     /// The cases.
     pub cases: Vec<TestCase>,
 }
@@ -89,6 +97,9 @@ pub struct TestCase {
     /// The operation (CREATE when unset); not allowed for an AdmissionReview.
     #[serde(default)]
     pub operation: Option<Operation>,
+    /// Answers to CEL `authorizer` checks for this case, instead of the suite's.
+    #[serde(default)]
+    pub authorizer: Option<AnswerTable>,
     /// What the decision must be.
     pub expect: Expectation,
 }
@@ -324,6 +335,16 @@ pub fn run_suites<E: fmt::Display>(
     paths: &[PathBuf],
     load_engine: impl Fn(&[PathBuf]) -> Result<Engine, E>,
 ) -> SuiteRun {
+    run_suites_with(paths, None, load_engine)
+}
+
+/// [`run_suites`], with `authorizer` answering CEL `authorizer` checks in suites and cases
+/// that state no answers of their own.
+pub fn run_suites_with<E: fmt::Display>(
+    paths: &[PathBuf],
+    authorizer: Option<&AnswerTable>,
+    load_engine: impl Fn(&[PathBuf]) -> Result<Engine, E>,
+) -> SuiteRun {
     let mut run = SuiteRun::default();
     for suite_file in suite_files(paths) {
         let (file, text) = match suite_file {
@@ -371,7 +392,7 @@ pub fn run_suites<E: fmt::Display>(
                 .pointer("/metadata/name")
                 .and_then(Value::as_str)
                 .map_or_else(|| source.to_string(), str::to_owned);
-            match load_suite(&source, value, &load_engine) {
+            match load_suite(&source, value, authorizer, &load_engine) {
                 Ok(suite) => {
                     for case in &suite.cases {
                         run.rows.push(run_case(&suite, case));
@@ -432,7 +453,7 @@ mod tests {
             index: 0,
             item: None,
         };
-        let error = load_suite(&source, value, &|_: &[PathBuf]| {
+        let error = load_suite(&source, value, None, &|_: &[PathBuf]| {
             Ok::<_, String>(Engine::builtin())
         })
         .err()
