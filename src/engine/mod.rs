@@ -25,7 +25,7 @@ use crate::patch::ObjectEditor;
 use cel_input::CelInputCell;
 
 pub use crate::vocabulary::Action;
-pub use admission_policy::ExpressionWarning;
+pub use admission_policy::{ExpressionWarning, ParamLookup, ParamNeed};
 pub use decision::{Decision, DenialStatus, PolicyOutcome, Violation, audit_annotation_key};
 pub use namespaces::{
     Labels, NamespaceLookup, NoNamespaces, StaticNamespaces, namespace_object,
@@ -63,6 +63,9 @@ pub struct EvalContext<'a> {
     pub deadline: Option<Instant>,
     /// Labels of namespaces, for namespace selectors and Pod Security namespace labels.
     pub namespaces: &'a dyn NamespaceLookup,
+    /// Parameter objects of admission policies from the cluster; `None`: from the policy
+    /// folders.
+    pub params: Option<&'a dyn ParamLookup>,
 }
 
 impl EvalContext<'static> {
@@ -72,6 +75,7 @@ impl EvalContext<'static> {
             endpoint,
             deadline: None,
             namespaces: &NoNamespaces,
+            params: None,
         }
     }
 }
@@ -88,12 +92,23 @@ impl<'a> EvalContext<'a> {
 
     /// The same context with a namespace lookup.
     #[must_use]
-    pub fn with_namespaces<'b>(self, namespaces: &'b dyn NamespaceLookup) -> EvalContext<'b> {
+    pub fn with_namespaces<'b>(self, namespaces: &'b dyn NamespaceLookup) -> EvalContext<'b>
+    where
+        'a: 'b,
+    {
         EvalContext {
             endpoint: self.endpoint,
             deadline: self.deadline,
             namespaces,
+            params: self.params,
         }
+    }
+
+    /// The same context with parameter objects from the cluster (`None`: from the policy
+    /// folders).
+    #[must_use]
+    pub fn with_params(self, params: Option<&'a dyn ParamLookup>) -> Self {
+        EvalContext { params, ..self }
     }
 }
 
@@ -238,6 +253,12 @@ impl Engine {
         self.admission_policies.may_run_long(request, endpoint)
     }
 
+    /// The paramKinds of bound admission policies with their bindings' paramRefs: what
+    /// `serve` watches in the cluster.
+    pub fn param_needs(&self) -> Vec<ParamNeed> {
+        self.admission_policies.param_needs()
+    }
+
     /// How many rules the engine holds.
     pub fn rule_count(&self) -> usize {
         self.policies
@@ -275,8 +296,13 @@ impl Engine {
                 if past_deadline() {
                     return Err(EvalError::DeadlineExceeded);
                 }
-                self.admission_policies
-                    .validate(request, context.namespaces, &cel, &mut decision);
+                self.admission_policies.validate(
+                    request,
+                    context.namespaces,
+                    context.params,
+                    &cel,
+                    &mut decision,
+                );
             }
             Endpoint::Mutate => {
                 let Some(object) = request.object.as_ref() else {
@@ -299,6 +325,7 @@ impl Engine {
                     let mutated = self.admission_policies.mutate(
                         request,
                         context.namespaces,
+                        context.params,
                         &cel,
                         defaulted,
                         &mut decision,

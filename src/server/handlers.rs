@@ -59,7 +59,8 @@ fn decide(
 ) -> Decided {
     let context = EvalContext::new(endpoint)
         .with_deadline(deadline)
-        .with_namespaces(state.namespaces.as_ref());
+        .with_namespaces(state.namespaces.as_ref())
+        .with_params(state.params.as_deref());
     guarded(state, &request.uid, || engine.evaluate(request, &context))
 }
 

@@ -20,7 +20,7 @@ use clap::ValueEnum;
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::admin::Readiness;
-use crate::engine::{Engine, NamespaceLookup, NoNamespaces};
+use crate::engine::{Engine, NamespaceLookup, NoNamespaces, ParamLookup};
 use crate::metrics::Metrics;
 
 pub use error::ApiError;
@@ -84,6 +84,9 @@ pub struct AppState {
     pub settings: Arc<RequestSettings>,
     /// Namespace labels for selectors and Pod Security (none known unless a cluster is watched).
     pub namespaces: Arc<dyn NamespaceLookup>,
+    /// Parameter objects of admission policies from the cluster; `None` without a cluster
+    /// (then they come from the policy folders).
+    pub params: Option<Arc<dyn ParamLookup>>,
     /// Slots for evaluations running at once (`--max-concurrent-evaluations`).
     pub evaluation_slots: Arc<tokio::sync::Semaphore>,
 }
@@ -108,6 +111,7 @@ impl AppState {
             )),
             settings: Arc::new(settings),
             namespaces: Arc::new(NoNamespaces),
+            params: None,
         }
     }
 }
