@@ -18,6 +18,7 @@ pub mod admin;
 pub mod admission;
 pub mod cli;
 pub mod cluster;
+pub mod cluster_params;
 pub mod commands;
 pub mod defaulting;
 pub mod engine;

@@ -213,7 +213,15 @@ impl AdmissionPolicies {
         let policies = self
             .validating
             .iter()
-            .map(|p| (&p.core, p.bindings.iter().map(binding::Bound::binding).collect::<Vec<_>>()))
+            .map(|p| {
+                (
+                    &p.core,
+                    p.bindings
+                        .iter()
+                        .map(binding::Bound::binding)
+                        .collect::<Vec<_>>(),
+                )
+            })
             .chain(
                 self.mutating
                     .iter()
@@ -277,7 +285,15 @@ impl AdmissionPolicies {
         object: Json,
         decision: &mut Decision,
     ) -> MutatedObject {
-        mutating::mutate(self, request, namespaces, cluster_params, cel, object, decision)
+        mutating::mutate(
+            self,
+            request,
+            namespaces,
+            cluster_params,
+            cel,
+            object,
+            decision,
+        )
     }
 }
 

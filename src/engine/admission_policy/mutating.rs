@@ -7,8 +7,8 @@ use serde_json::Value as Json;
 use super::AdmissionPolicies;
 use super::apply_configuration::merge_apply_configuration_with;
 use super::binding::{BindingCore, ParamSources};
-use super::params::ParamLookup;
 use super::field_validation::FieldErrors;
+use super::params::ParamLookup;
 use super::policy_core::{PolicyCore, expect_output};
 use crate::admission::{AdmissionRequest, GroupVersionKind};
 use crate::defaulting::apply_defaults;
@@ -404,18 +404,16 @@ pub fn mutate<'r>(
     let mut ran_if_needed: Vec<usize> = Vec::new();
     let mut changed_any = false;
     for (index, policy) in set.mutating.iter().enumerate() {
-        let Some(changed) =
-            run_policy(
-                policy,
-                set,
-                request,
-                namespaces,
-                cluster_params,
-                cel,
-                &mut object,
-                decision,
-            )
-        else {
+        let Some(changed) = run_policy(
+            policy,
+            set,
+            request,
+            namespaces,
+            cluster_params,
+            cel,
+            &mut object,
+            decision,
+        ) else {
             continue;
         };
         changed_any |= changed;

@@ -97,7 +97,10 @@ impl ParamStore {
     /// The store of `objects`.
     pub fn new(objects: &[(&DocumentSource, &Value)]) -> Self {
         ParamStore {
-            objects: objects.iter().map(|(_, v)| Arc::new((*v).clone())).collect(),
+            objects: objects
+                .iter()
+                .map(|(_, v)| Arc::new((*v).clone()))
+                .collect(),
         }
     }
 
@@ -127,7 +130,10 @@ impl ParamStore {
         // A kind none of whose documents names a namespace is namespaced too when the paramRef
         // names one: the folders cannot tell.
         let namespaced = self.namespaced(kind)
-            || param_ref.namespace.as_deref().is_some_and(|n| !n.is_empty());
+            || param_ref
+                .namespace
+                .as_deref()
+                .is_some_and(|n| !n.is_empty());
         let namespace = param_namespace(namespaced, param_ref, request.namespace.as_deref())?;
         let in_namespace = |object: &Value| match namespace {
             None => true,
@@ -144,7 +150,11 @@ impl ParamStore {
                 Some(name) => field(object, "/metadata/name") == name,
                 None => selector_matches(param_ref, object),
             })
-            .take(if param_ref.name.is_some() { 1 } else { usize::MAX })
+            .take(if param_ref.name.is_some() {
+                1
+            } else {
+                usize::MAX
+            })
             .cloned()
             .collect())
     }

@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use super::AdmissionPolicies;
 use super::binding::{BindingCore, Bound, ParamSources};
-use super::params::ParamLookup;
 use super::field_validation::FieldErrors;
+use super::params::ParamLookup;
 use super::policy_core::{PolicyCore, expect_output};
 use crate::admission::AdmissionRequest;
 use crate::engine::audit_annotation_key;
