@@ -26,6 +26,7 @@ pub mod expressions;
 pub mod metrics;
 pub mod names;
 pub mod offline;
+pub mod params_rbac;
 pub mod patch;
 pub mod policy;
 pub mod schema;

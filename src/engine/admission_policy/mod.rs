@@ -239,11 +239,29 @@ impl AdmissionPolicies {
                 Some(need) => need.param_refs.extend(refs),
                 None => needs.push(ParamNeed {
                     kind: kind.clone(),
+                    resource: self.resource_of(kind),
                     param_refs: refs.collect(),
                 }),
             }
         }
         needs
+    }
+
+    /// The resource `kind` is most likely served as: the plural of a CustomResourceDefinition
+    /// among the policies, else the built-in naming rule.
+    fn resource_of(&self, kind: &ParamKind) -> String {
+        let (group, version) = kind
+            .api_version
+            .split_once('/')
+            .unwrap_or(("", &kind.api_version));
+        self.custom_schemas
+            .iter()
+            .find(|(_, schema)| {
+                let gvk = schema.gvk();
+                gvk.group == group && gvk.version == version && gvk.kind == kind.kind
+            })
+            .map(|(plural, _)| plural.clone())
+            .unwrap_or_else(|| crate::names::resource_for_kind(&kind.kind))
     }
 
     /// Runs the ValidatingAdmissionPolicies.
@@ -302,6 +320,9 @@ impl AdmissionPolicies {
 pub struct ParamNeed {
     /// The kind.
     pub kind: ParamKind,
+    /// The resource it is served as, as far as the policy folders tell (for RBAC; the server
+    /// asks discovery).
+    pub resource: String,
     /// The paramRef of each binding of a policy with this kind (`None`: the binding has none).
     pub param_refs: Vec<Option<ParamRef>>,
 }
