@@ -892,3 +892,79 @@ mod tests {
         assert!(cache.objects.read().unwrap()["c"].contains_key("four"));
     }
 }
+
+#[cfg(test)]
+mod reconcile_tests {
+    use super::*;
+    use crate::policy::admission_policy::ParameterNotFoundAction;
+
+    /// A client for an address nothing listens on: watches start and keep failing, which is
+    /// all reconciling needs.
+    fn unreachable_client() -> Client {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        Client::try_from(config).unwrap()
+    }
+
+    fn need(kind: &str, name: Option<&str>) -> ParamNeed {
+        ParamNeed {
+            kind: ParamKind {
+                api_version: "v1".into(),
+                kind: kind.into(),
+            },
+            resource: format!("{}s", kind.to_lowercase()),
+            param_refs: vec![Some(ParamRef {
+                name: name.map(Into::into),
+                namespace: None,
+                selector: None,
+                parameter_not_found_action: Some(ParameterNotFoundAction::Allow),
+            })],
+        }
+    }
+
+    #[tokio::test]
+    async fn watches_follow_the_policies() {
+        let client = unreachable_client();
+        let params = ClusterParams::default();
+        assert!(params.readiness().is_err(), "nothing reconciled yet");
+        params.reconcile(
+            &client,
+            &[need("ConfigMap", Some("a")), need("Secret", None)],
+        );
+        let first = params.caches.load_full();
+        assert_eq!(first.len(), 2);
+        assert_eq!(
+            params.readiness().unwrap_err(),
+            "policy parameters not listed yet: v1 ConfigMap, v1 Secret"
+        );
+
+        // Same ConfigMap scope: the same watch; Secret no longer used: stopped; a new kind.
+        params.reconcile(
+            &client,
+            &[need("ConfigMap", Some("a")), need("LimitRange", None)],
+        );
+        let second = params.caches.load_full();
+        let key = |kind: &str| ("v1".to_owned(), kind.to_owned());
+        assert!(Arc::ptr_eq(
+            &first[&key("ConfigMap")],
+            &second[&key("ConfigMap")]
+        ));
+        assert!(!second.contains_key(&key("Secret")));
+        assert!(second.contains_key(&key("LimitRange")));
+        assert_eq!(params.watches.lock().unwrap().len(), 2);
+
+        // Another name: the ConfigMap watch starts anew with the new scope.
+        params.reconcile(&client, &[need("ConfigMap", Some("b"))]);
+        let third = params.caches.load_full();
+        assert!(!Arc::ptr_eq(
+            &first[&key("ConfigMap")],
+            &third[&key("ConfigMap")]
+        ));
+        assert_eq!(third[&key("ConfigMap")].scope.name.as_deref(), Some("b"));
+
+        // No paramKind left: nothing watched, ready.
+        params.reconcile(&client, &[]);
+        assert!(params.caches.load().is_empty());
+        assert!(params.readiness().is_ok());
+    }
+}
