@@ -124,6 +124,12 @@ impl Resolution {
     }
 }
 
+/// A param kind's `apiVersion` and `kind`.
+type KindKey = (String, String);
+
+/// The watch cache of each param kind in use.
+type Caches = BTreeMap<KindKey, Arc<KindCache>>;
+
 /// Objects by namespace (`""` for cluster-scoped kinds), then by name.
 type Objects = HashMap<String, BTreeMap<String, Arc<Value>>>;
 
@@ -210,8 +216,8 @@ impl Drop for KindWatch {
 /// policies. Cheap to clone; clones share the caches.
 #[derive(Clone)]
 pub struct ClusterParams {
-    caches: Arc<ArcSwap<BTreeMap<(String, String), Arc<KindCache>>>>,
-    watches: Arc<std::sync::Mutex<BTreeMap<(String, String), KindWatch>>>,
+    caches: Arc<ArcSwap<Caches>>,
+    watches: Arc<std::sync::Mutex<BTreeMap<KindKey, KindWatch>>>,
     /// Set once the watches of the engine in use have been started.
     reconciled: Arc<AtomicBool>,
 }
