@@ -146,20 +146,25 @@ fn admin_get(portcullis: &Portcullis, path: &str) -> Result<String, String> {
     }
 }
 
-/// Starts `serve` with the policy and Portcullis's bindings against the cluster of
-/// `kubeconfig`.
-fn start(kubeconfig: &str, certs: &Path) -> Portcullis {
-    let policy = fixture_path("policy.yaml");
-    let bindings = fixture_path("portcullis-bindings.yaml");
+/// A policy folder with the policy and Portcullis's bindings, for `serve` to load and reload.
+fn policy_folder(work: &Path) -> String {
+    let folder = work.join("policies");
+    std::fs::create_dir(&folder).unwrap();
+    for file in ["policy.yaml", "portcullis-bindings.yaml"] {
+        std::fs::copy(fixture_path(file), folder.join(file)).unwrap();
+    }
+    folder.display().to_string()
+}
+
+/// Starts `serve` with the policies of `folder` against the cluster of `kubeconfig`.
+fn start(kubeconfig: &str, certs: &Path, folder: &str) -> Portcullis {
     Portcullis::start(&[
         "--tls-dir",
         certs.to_str().unwrap(),
         "--kubeconfig",
         kubeconfig,
         "--policies",
-        &policy,
-        "--policies",
-        &bindings,
+        folder,
     ])
 }
 
@@ -170,8 +175,8 @@ fn wait_until_ready(portcullis: &Portcullis) {
 }
 
 /// Starts `serve` as the cluster admin and waits until it is ready.
-fn serve(cluster: &ControlPlane, certs: &Path) -> Portcullis {
-    let portcullis = start(cluster.kubeconfig(), certs);
+fn serve(cluster: &ControlPlane, certs: &Path, folder: &str) -> Portcullis {
+    let portcullis = start(cluster.kubeconfig(), certs, folder);
     wait_until_ready(&portcullis);
     portcullis
 }
@@ -255,15 +260,13 @@ async fn params_from_config_maps_agree_with_the_apiserver() {
     generate_certs(&certs);
     // Portcullis as its ServiceAccount, with the RBAC of manifests/base (namespaces) and what
     // `webhook-config` prints for the policies (the param watch's), nothing else.
-    let portcullis = start(&service_account_kubeconfig(&cluster, work.path()), &certs);
-    let generated = webhook_config(
-        &portcullis,
-        &certs.join("ca.crt"),
-        &[
-            &fixture_path("policy.yaml"),
-            &fixture_path("portcullis-bindings.yaml"),
-        ],
+    let folder = policy_folder(work.path());
+    let portcullis = start(
+        &service_account_kubeconfig(&cluster, work.path()),
+        &certs,
+        &folder,
     );
+    let generated = webhook_config(&portcullis, &certs.join("ca.crt"), &[&folder]);
     assert!(
         generated.contains("kind: ClusterRole\n")
             && generated.contains("- configmaps")
@@ -376,6 +379,64 @@ async fn params_from_config_maps_agree_with_the_apiserver() {
         by_name_denial("bad-2", "bad-")
     );
 
+    // A policy reload adds a policy whose paramKind is Secret: Portcullis starts its watch
+    // (with the RBAC webhook-config now prints) and decides as the in-tree policy does.
+    for namespace in [IN_TREE, PORTCULLIS_NAMESPACE] {
+        cluster.kubectl_ok(&[
+            "create",
+            "secret",
+            "generic",
+            "reload-secret",
+            "-n",
+            namespace,
+        ]);
+        cluster.kubectl_ok(&[
+            "label",
+            "secret",
+            "reload-secret",
+            "-n",
+            namespace,
+            "forbidden-prefix=zz",
+        ]);
+    }
+    let reload_policy = fixture_path("reload/policy.yaml");
+    let reload_binding = fixture_path("reload/portcullis-binding.yaml");
+    let generated = webhook_config(
+        &portcullis,
+        &certs.join("ca.crt"),
+        &[&folder, &reload_policy, &reload_binding],
+    );
+    assert!(generated.contains("- secrets"), "{generated}");
+    cluster.apply(&generated);
+    cluster.kubectl_ok(&[
+        "apply",
+        "-f",
+        &reload_policy,
+        "-f",
+        &fixture_path("reload/in-tree-binding.yaml"),
+    ]);
+    let folder = Path::new(&folder);
+    std::fs::copy(&reload_policy, folder.join("reload-policy.yaml")).unwrap();
+    std::fs::copy(&reload_binding, folder.join("reload-binding.yaml")).unwrap();
+    let reloaded = Answer::Denied {
+        code: 422,
+        message: "ValidatingAdmissionPolicy 'params-reload' with binding 'params-reload-in-tree' \
+                  denied request: name zz-1 starts with zz (forbidden by Secret reload-secret)"
+            .into(),
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let last = match agreed(&client, "zz-1").await {
+            Ok(answer) if answer == reloaded => break,
+            Ok(answer) => format!("{answer:?}"),
+            Err(disagreement) => disagreement,
+        };
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for the reloaded policy on both sides; last: {last}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     drop(portcullis);
 }
 
@@ -393,7 +454,8 @@ async fn param_watch_memory_with_10000_config_maps() {
     let certs = work.path().join("certs");
     generate_certs(&certs);
 
-    let before = serve(&cluster, &certs);
+    let folder = policy_folder(work.path());
+    let before = serve(&cluster, &certs, &folder);
     let rss_before = resident_kib(&before);
     drop(before);
 
@@ -442,7 +504,7 @@ async fn param_watch_memory_with_10000_config_maps() {
     );
 
     let started = Instant::now();
-    let after = serve(&cluster, &certs);
+    let after = serve(&cluster, &certs, &folder);
     let ready_after = started.elapsed();
     let rss_after = resident_kib(&after);
     eprintln!(
