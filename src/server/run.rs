@@ -54,7 +54,8 @@ pub struct ServeSources {
     pub policy_paths: Vec<PathBuf>,
     /// How often policy files are re-read besides change notifications.
     pub policy_reload_interval: Duration,
-    /// A cluster whose Namespaces are watched for their labels; none known without it.
+    /// A cluster whose Namespaces are watched for their labels (none known without it), and
+    /// the parameter objects of admission policies (from the policy folders without it).
     pub cluster: Option<kube::Client>,
 }
 
