@@ -48,7 +48,7 @@ impl BindingCore {
             .is_none_or(|matcher| matcher.matches(request, namespaces))
     }
 
-    /// The parameter objects to evaluate with: `[None]` without `paramKind`, otherwise the
+    /// The parameter objects to evaluate with: `[None]` without `paramKind` or `paramRef`, otherwise the
     /// objects `paramRef` finds (in the cluster when there is one, else in the policy
     /// folders); an error is a configuration error of the binding.
     pub(super) fn params(
@@ -60,11 +60,9 @@ impl BindingCore {
         let Some(kind) = &policy.param_kind else {
             return Ok(vec![None]);
         };
+        // As the apiserver: a binding without paramRef evaluates once with `params` null.
         let Some(param_ref) = &self.param_ref else {
-            return Err(format!(
-                "paramKind kind `{}` is set on the policy but the binding has no paramRef",
-                kind.kind
-            ));
+            return Ok(vec![None]);
         };
         let found = match sources.cluster {
             Some(cluster) => cluster.find(kind, param_ref, request.namespace.as_deref())?,
