@@ -428,7 +428,7 @@ async fn run_watch(client: Client, cache: Arc<KindCache>) {
             }
             Err(error) => {
                 let missing = matches!(&error, kube::Error::Discovery(_))
-                    || matches!(&error, kube::Error::Api(status) if status.is_not_found());
+                    || matches!(&error, kube::Error::Api(status) if status.code == 404);
                 if missing {
                     cache.set_resolution(Resolution::Missing);
                     tracing::warn!(

@@ -150,7 +150,11 @@ fn admin_get(portcullis: &Portcullis, path: &str) -> Result<String, String> {
 fn policy_folder(work: &Path) -> String {
     let folder = work.join("policies");
     std::fs::create_dir(&folder).unwrap();
-    for file in ["policy.yaml", "portcullis-bindings.yaml"] {
+    for file in [
+        "policy.yaml",
+        "portcullis-bindings.yaml",
+        "missing-kind-portcullis.yaml",
+    ] {
         std::fs::copy(fixture_path(file), folder.join(file)).unwrap();
     }
     folder.display().to_string()
@@ -254,6 +258,8 @@ async fn params_from_config_maps_agree_with_the_apiserver() {
         &fixture_path("policy.yaml"),
         "-f",
         &fixture_path("in-tree-bindings.yaml"),
+        "-f",
+        &fixture_path("missing-kind-in-tree.yaml"),
     ]);
     let work = tempfile::tempdir().unwrap();
     let certs = work.path().join("certs");
@@ -313,6 +319,18 @@ async fn params_from_config_maps_agree_with_the_apiserver() {
         let answer = agreed(&client, name).await.unwrap();
         assert_eq!(answer, expected, "{name}");
     }
+
+    // A paramKind the cluster does not serve: the policy fails to configure.
+    assert_eq!(
+        agreed(&client, "missing-kind-probe").await.unwrap(),
+        Answer::Denied {
+            code: 422,
+            message: "ValidatingAdmissionPolicy 'params-missing-kind-in-tree' denied request: \
+                      failed to configure policy: failed to find resource referenced by \
+                      paramKind: 'rules.example.com/v1, Kind=Nothing'"
+                .into(),
+        }
+    );
 
     // An edit with kubectl changes both answers within a second, no probe failing meanwhile.
     for namespace in [IN_TREE, PORTCULLIS_NAMESPACE] {
