@@ -293,7 +293,6 @@ impl AdmissionPolicies {
 
     /// Runs the MutatingAdmissionPolicies on `object` (the object as edited so far) and
     /// returns the mutated object; errors under `failurePolicy: Fail` deny in `decision`.
-    #[allow(clippy::too_many_arguments)]
     pub fn mutate<'r>(
         &self,
         request: &'r AdmissionRequest,
