@@ -136,6 +136,9 @@ type Objects = HashMap<String, BTreeMap<String, Arc<Value>>>;
 /// The watch cache of one param kind.
 struct KindCache {
     kind: ParamKind,
+    /// Whether the apiserver holds this kind's objects typed (a built-in kind): its informer's
+    /// objects then have no `apiVersion` and `kind`.
+    typed: bool,
     scope: WatchScope,
     resolution: AtomicU8,
     synced: AtomicBool,
@@ -162,18 +165,24 @@ impl KindCache {
         }
     }
 
-    /// The object as CEL sees `params`: `apiVersion` and `kind` of the paramKind (the
-    /// apiserver fills them in for typed objects), without `managedFields`.
+    /// The object as the apiserver's informer holds it: without `managedFields`, and for a
+    /// typed (built-in) kind without `apiVersion` and `kind`, which a ValidatingAdmissionPolicy
+    /// then gets from its paramKind and a MutatingAdmissionPolicy does not get at all.
     fn param_object(&self, object: DynamicObject) -> Option<(String, String, Arc<Value>)> {
         let namespace = object.metadata.namespace.clone().unwrap_or_default();
         let name = object.metadata.name.clone()?;
         let mut value = serde_json::to_value(object).ok()?;
         if let Some(map) = value.as_object_mut() {
-            map.insert(
-                "apiVersion".into(),
-                Value::String(self.kind.api_version.clone()),
-            );
-            map.insert("kind".into(), Value::String(self.kind.kind.clone()));
+            if self.typed {
+                map.remove("apiVersion");
+                map.remove("kind");
+            } else {
+                map.insert(
+                    "apiVersion".into(),
+                    Value::String(self.kind.api_version.clone()),
+                );
+                map.insert("kind".into(), Value::String(self.kind.kind.clone()));
+            }
             if let Some(metadata) = map.get_mut("metadata").and_then(Value::as_object_mut) {
                 metadata.remove("managedFields");
             }
@@ -401,8 +410,16 @@ impl ParamLookup for ClusterParams {
 
 /// Starts the discovery-then-watch task of one kind.
 fn start_watch(client: Client, kind: ParamKind, scope: WatchScope) -> KindWatch {
+    let (group, version) = group_version(&kind.api_version);
+    let typed = crate::schema::builtin(&crate::admission::GroupVersionKind {
+        group: group.to_owned(),
+        version: version.to_owned(),
+        kind: kind.kind.clone(),
+    })
+    .is_some();
     let cache = Arc::new(KindCache {
         kind,
+        typed,
         scope,
         resolution: AtomicU8::new(Resolution::Unknown as u8),
         synced: AtomicBool::new(false),
@@ -608,6 +625,7 @@ mod tests {
     ) -> ClusterParams {
         let cache = Arc::new(KindCache {
             kind: kind.clone(),
+            typed: kind.api_version == "v1",
             scope: WatchScope::default(),
             resolution: AtomicU8::new(resolution as u8),
             synced: AtomicBool::new(true),
@@ -764,12 +782,11 @@ mod tests {
                 .unwrap_err(),
             "cannot use namespaced paramRef in policy binding that matches cluster-scoped resources"
         );
-        // What CEL sees: typed, without managedFields.
+        // As the apiserver's informer holds a typed object: no apiVersion, kind, managedFields.
         let object = &params
             .find(&kind, &by_name("limits", None), Some("team-a"))
             .unwrap()[0];
-        assert_eq!(object["apiVersion"], "v1");
-        assert_eq!(object["kind"], "ConfigMap");
+        assert!(object.get("apiVersion").is_none() && object.get("kind").is_none());
         assert_eq!(object["data"]["max"], "3");
         assert!(
             object["metadata"].get("managedFields").is_none(),
@@ -861,6 +878,7 @@ mod tests {
     async fn watch_events_replace_the_listed_objects() {
         let cache = KindCache {
             kind: config_map_kind(),
+            typed: true,
             scope: WatchScope::default(),
             resolution: AtomicU8::new(Resolution::Namespaced as u8),
             synced: AtomicBool::new(false),

@@ -542,3 +542,89 @@ fn resident_kib(portcullis: &Portcullis) -> u64 {
         .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap()
 }
+
+/// A MutatingAdmissionPolicy reads its ConfigMap parameter as the in-tree one does: the
+/// annotations it writes from `params` agree, for the same ConfigMap in each side's namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutating_policy_params_agree_with_the_apiserver() {
+    let Some(bin) = e2e_bin() else { return };
+    let cluster = ControlPlane::start(&bin);
+    let client = cluster.client().await;
+    let sides = ["params-map-in-tree", "params-map-portcullis"];
+    for namespace in sides {
+        cluster.kubectl_ok(&["create", "namespace", namespace]);
+        cluster.kubectl_ok(&[
+            "create",
+            "configmap",
+            "map-params",
+            "-n",
+            namespace,
+            "--from-literal=value=first",
+        ]);
+    }
+    let policy = fixture_path("map/policy.yaml");
+    cluster.kubectl_ok(&[
+        "apply",
+        "-f",
+        &policy,
+        "-f",
+        &fixture_path("map/in-tree-binding.yaml"),
+    ]);
+    let work = tempfile::tempdir().unwrap();
+    let certs = work.path().join("certs");
+    generate_certs(&certs);
+    let folder = work.path().join("policies");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::copy(&policy, folder.join("policy.yaml")).unwrap();
+    std::fs::copy(
+        fixture_path("map/portcullis-binding.yaml"),
+        folder.join("binding.yaml"),
+    )
+    .unwrap();
+    let folder = folder.display().to_string();
+    let portcullis = serve(&cluster, &certs, &folder);
+    cluster.apply(&webhook_config(
+        &portcullis,
+        &certs.join("ca.crt"),
+        &[&folder],
+    ));
+
+    let annotations = |namespace: &'static str| {
+        let client = client.clone();
+        async move {
+            let accounts: Api<ServiceAccount> = Api::namespaced(client, namespace);
+            let account = ServiceAccount {
+                metadata: ObjectMeta {
+                    name: Some("probe".into()),
+                    ..ObjectMeta::default()
+                },
+                ..ServiceAccount::default()
+            };
+            let params = PostParams {
+                dry_run: true,
+                ..PostParams::default()
+            };
+            accounts
+                .create(&params, &account)
+                .await
+                .map(|created| created.metadata.annotations.unwrap_or_default())
+                .map_err(|error| error.to_string())
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let agreed = loop {
+        let in_tree = annotations(sides[0]).await;
+        let from_portcullis = annotations(sides[1]).await;
+        match (&in_tree, &from_portcullis) {
+            (Ok(a), Ok(b)) if !a.is_empty() && a == b => break a.clone(),
+            _ => assert!(
+                Instant::now() < deadline,
+                "in-tree {in_tree:?}, Portcullis {from_portcullis:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    eprintln!("e2e: MutatingAdmissionPolicy params as both sides read them: {agreed:?}");
+    assert_eq!(agreed["params-value"], "first");
+    assert_eq!(agreed["params-name"], "map-params");
+}

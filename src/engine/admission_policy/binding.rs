@@ -14,7 +14,9 @@ use crate::admission::AdmissionRequest;
 use crate::engine::NamespaceLookup;
 use crate::engine::cel_input::{CelInput, CelInputCell};
 use crate::policy::PolicyError;
-use crate::policy::admission_policy::{MatchResources, ParamRef, ParameterNotFoundAction};
+use crate::policy::admission_policy::{
+    MatchResources, ParamKind, ParamRef, ParameterNotFoundAction,
+};
 
 /// A binding, compiled.
 pub(super) struct BindingCore {
@@ -84,6 +86,22 @@ impl BindingCore {
 pub(super) struct ParamSources<'a> {
     pub(super) files: &'a ParamStore,
     pub(super) cluster: Option<&'a dyn ParamLookup>,
+    /// Whether an object without `apiVersion` and `kind` (a typed object from the cluster)
+    /// gets the paramKind's: the apiserver does so for ValidatingAdmissionPolicies only.
+    pub(super) fill_type_meta: bool,
+}
+
+/// `param` with the paramKind's `apiVersion` and `kind` when it has neither (copied then).
+fn with_type_meta(param: Arc<Json>, kind: &ParamKind) -> Arc<Json> {
+    if param.get("apiVersion").is_some() || param.get("kind").is_some() {
+        return param;
+    }
+    let mut filled = (*param).clone();
+    if let Some(map) = filled.as_object_mut() {
+        map.insert("apiVersion".into(), Json::String(kind.api_version.clone()));
+        map.insert("kind".into(), Json::String(kind.kind.clone()));
+    }
+    Arc::new(filled)
 }
 
 /// A binding as both policy kinds keep it.
@@ -149,6 +167,13 @@ impl PolicyCore {
                     visit(bound, Err(format!("failed to configure binding: {error}")));
                     continue;
                 }
+            };
+            let found: Vec<Option<Arc<Json>>> = match &self.param_kind {
+                Some(kind) if params.fill_type_meta => found
+                    .into_iter()
+                    .map(|param| param.map(|param| with_type_meta(param, kind)))
+                    .collect(),
+                _ => found,
             };
             let input = cel.get(request, namespaces);
             for param in &found {

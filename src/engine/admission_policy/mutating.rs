@@ -276,6 +276,7 @@ fn run_policy<'r>(
         ParamSources {
             files: &set.params,
             cluster: cluster_params,
+            fill_type_meta: false,
         },
         request,
         namespaces,

@@ -219,6 +219,7 @@ pub fn validate<'r>(
             ParamSources {
                 files: &set.params,
                 cluster: cluster_params,
+                fill_type_meta: true,
             },
             request,
             namespaces,
