@@ -254,6 +254,19 @@ fn parameter_not_found_follows_failure_policy() {
 }
 
 #[test]
+fn a_binding_without_param_ref_evaluates_with_null_params() {
+    let engine = engine("params-no-ref.yaml");
+    assert!(validate(&engine, &deployment("team-a", 3)).allowed());
+    assert_eq!(
+        denials(&validate(&engine, &deployment("team-a", 4))),
+        [
+            "ValidatingAdmissionPolicy 'optional-params' with binding 'optional-params-binding' \
+             denied request: at most 3 replicas without params"
+        ]
+    );
+}
+
+#[test]
 fn validation_actions_warn_audit_deny() {
     let engine = engine("actions.yaml");
     let pod = |namespace: &str| {

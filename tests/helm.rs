@@ -182,6 +182,12 @@ fn assert_webhooks_agree(helm: &Path, release: &str, namespace: &str, policies: 
         ]);
     }
     let (_, mut expected) = webhook_config(&generator_args);
+    expected.retain(|c| {
+        c["kind"]
+            .as_str()
+            .unwrap()
+            .ends_with("WebhookConfiguration")
+    });
     expected.sort_by_key(|c| c["kind"].to_string());
     let chart_args: Vec<&str> = chart_args.iter().map(String::as_str).collect();
     let rendered = template(helm, release, namespace, &chart_args);
@@ -223,6 +229,62 @@ fn assert_webhooks_agree(helm: &Path, release: &str, namespace: &str, policies: 
             );
         }
     }
+}
+
+/// The RBAC of admission policy parameters in webhooks.generated is rendered with the chart's
+/// names and bound to the chart's ServiceAccount: the same rules, nothing more.
+#[test]
+fn param_rbac_from_the_generator_is_bound_to_the_charts_service_account() {
+    let Some(helm) = helm() else { return };
+    let policies = [
+        fixture_path_of("e2e/params/policy.yaml"),
+        fixture_path_of("e2e/params/portcullis-bindings.yaml"),
+    ];
+    let (text, generated) = webhook_config(&[
+        "--service",
+        "elsewhere/other",
+        "--policies",
+        &policies[0],
+        "--policies",
+        &policies[1],
+    ]);
+    let generated_file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(generated_file.path(), text).unwrap();
+    let rendered = template(
+        &helm,
+        "rel",
+        "ops",
+        &[
+            "--set-file",
+            &format!("webhooks.generated={}", generated_file.path().display()),
+            "--set",
+            "policies.files.policy\\.yaml=x",
+        ],
+    );
+    let role = find_named(&rendered, "ClusterRole", "rel-portcullis-params-reader");
+    assert_eq!(role["rules"], find(&generated, "ClusterRole")["rules"]);
+    let binding = find_named(
+        &rendered,
+        "ClusterRoleBinding",
+        "rel-portcullis-params-reader",
+    );
+    assert_eq!(
+        binding["subjects"],
+        serde_json::json!([{"kind": "ServiceAccount", "name": "rel-portcullis", "namespace": "ops"}])
+    );
+    assert_eq!(binding["roleRef"]["name"], "rel-portcullis-params-reader");
+    // Without params nothing is granted beyond the namespace reader.
+    let plain = template(&helm, "rel", "ops", &[]);
+    assert!(
+        !plain
+            .iter()
+            .any(|o| o["metadata"]["name"] == "rel-portcullis-params-reader"),
+        "params RBAC without params"
+    );
+}
+
+fn fixture_path_of(relative: &str) -> String {
+    format!("{}/tests/fixtures/{relative}", env!("CARGO_MANIFEST_DIR"))
 }
 
 // ---------------------------------------------------------------------------------------------

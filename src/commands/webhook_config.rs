@@ -34,10 +34,11 @@ pub fn webhook_config(args: WebhookConfigArgs) -> anyhow::Result<()> {
         name: args.name,
         own_namespace: args.namespace,
     };
-    let configurations = webhook_configurations(&engine, &options);
+    let mut configurations = webhook_configurations(&engine, &options);
     if configurations.is_empty() {
         anyhow::bail!("the policies act on no resource: there is nothing to register");
     }
+    configurations.extend(crate::params_rbac::params_rbac(&engine, &options));
     print!("{}", to_yaml_documents(&configurations)?);
     Ok(())
 }

@@ -27,7 +27,7 @@ use crate::patch::ObjectEditor;
 use cel_input::{AuthorizerBinding, CelInputCell};
 
 pub use crate::vocabulary::Action;
-pub use admission_policy::ExpressionWarning;
+pub use admission_policy::{ExpressionWarning, ParamLookup, ParamNeed};
 pub use decision::{Decision, DenialStatus, PolicyOutcome, Violation, audit_annotation_key};
 pub use namespaces::{
     Labels, NamespaceLookup, NoNamespaces, StaticNamespaces, namespace_object,
@@ -67,6 +67,9 @@ pub struct EvalContext<'a> {
     pub namespaces: &'a dyn NamespaceLookup,
     /// Who answers CEL `authorizer` checks; without one they fail their expression.
     pub authorizer: Option<&'a Arc<dyn AccessReviewer>>,
+    /// Parameter objects of admission policies from the cluster; `None`: from the policy
+    /// folders.
+    pub params: Option<&'a dyn ParamLookup>,
 }
 
 impl EvalContext<'static> {
@@ -77,6 +80,7 @@ impl EvalContext<'static> {
             deadline: None,
             namespaces: &NoNamespaces,
             authorizer: None,
+            params: None,
         }
     }
 }
@@ -101,6 +105,7 @@ impl<'a> EvalContext<'a> {
             endpoint: self.endpoint,
             deadline: self.deadline,
             namespaces,
+            params: self.params,
             authorizer: self.authorizer,
         }
     }
@@ -112,6 +117,13 @@ impl<'a> EvalContext<'a> {
             authorizer: Some(authorizer),
             ..self
         }
+    }
+
+    /// The same context with parameter objects from the cluster (`None`: from the policy
+    /// folders).
+    #[must_use]
+    pub fn with_params(self, params: Option<&'a dyn ParamLookup>) -> Self {
+        EvalContext { params, ..self }
     }
 }
 
@@ -257,6 +269,12 @@ impl Engine {
         self.admission_policies.may_run_long(request, endpoint)
     }
 
+    /// The paramKinds of bound admission policies with their bindings' paramRefs: what
+    /// `serve` watches in the cluster.
+    pub fn param_needs(&self) -> Vec<ParamNeed> {
+        self.admission_policies.param_needs()
+    }
+
     /// How many rules the engine holds.
     pub fn rule_count(&self) -> usize {
         self.policies
@@ -299,8 +317,13 @@ impl Engine {
                 if past_deadline() {
                     return Err(EvalError::DeadlineExceeded);
                 }
-                self.admission_policies
-                    .validate(request, context.namespaces, &cel, &mut decision);
+                self.admission_policies.validate(
+                    request,
+                    context.namespaces,
+                    context.params,
+                    &cel,
+                    &mut decision,
+                );
             }
             Endpoint::Mutate => {
                 let Some(object) = request.object.as_ref() else {
@@ -323,6 +346,7 @@ impl Engine {
                     let mutated = self.admission_policies.mutate(
                         request,
                         context.namespaces,
+                        context.params,
                         &cel,
                         defaulted,
                         &mut decision,

@@ -59,7 +59,8 @@ fn decide(
 ) -> Decided {
     let mut context = EvalContext::new(endpoint)
         .with_deadline(deadline)
-        .with_namespaces(state.namespaces.as_ref());
+        .with_namespaces(state.namespaces.as_ref())
+        .with_params(state.params.as_deref());
     if let Some(authorizer) = &state.authorizer {
         context = context.with_authorizer(authorizer);
     }

@@ -21,7 +21,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::admin::Readiness;
 use crate::authorization::AccessReviewer;
-use crate::engine::{Engine, NamespaceLookup, NoNamespaces};
+use crate::engine::{Engine, NamespaceLookup, NoNamespaces, ParamLookup};
 use crate::metrics::Metrics;
 
 pub use error::ApiError;
@@ -85,6 +85,9 @@ pub struct AppState {
     pub settings: Arc<RequestSettings>,
     /// Namespace labels for selectors and Pod Security (none known unless a cluster is watched).
     pub namespaces: Arc<dyn NamespaceLookup>,
+    /// Parameter objects of admission policies from the cluster; `None` without a cluster
+    /// (then they come from the policy folders).
+    pub params: Option<Arc<dyn ParamLookup>>,
     /// Slots for evaluations running at once (`--max-concurrent-evaluations`).
     pub evaluation_slots: Arc<tokio::sync::Semaphore>,
     /// Who answers CEL `authorizer` checks (SubjectAccessReviews, with a cluster).
@@ -112,6 +115,7 @@ impl AppState {
             settings: Arc::new(settings),
             namespaces: Arc::new(NoNamespaces),
             authorizer: None,
+            params: None,
         }
     }
 }

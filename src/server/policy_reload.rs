@@ -56,6 +56,8 @@ pub struct PolicyReloader {
     last_failure: Option<String>,
     /// Whether the first check (at start) has run; it is not counted as a reload.
     started: bool,
+    /// Notified after each swap (the cluster's parameter watches follow the policies).
+    swapped: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl PolicyReloader {
@@ -74,7 +76,15 @@ impl PolicyReloader {
             fingerprint: None,
             last_failure: None,
             started: false,
+            swapped: None,
         }
+    }
+
+    /// Notifies `swapped` after each engine swap.
+    #[must_use]
+    pub fn notify_on_swap(mut self, swapped: Arc<tokio::sync::Notify>) -> Self {
+        self.swapped = Some(swapped);
+        self
     }
 
     /// Reads the files; compiles and swaps them in if they changed since the last check.
@@ -104,6 +114,9 @@ impl PolicyReloader {
                     }
                 }
                 self.engine.store(Some(Arc::new(engine)));
+                if let Some(swapped) = &self.swapped {
+                    swapped.notify_one();
+                }
                 self.last_failure = None;
                 self.readiness.set_policies_loaded();
                 if initial {

@@ -18,6 +18,7 @@ use super::{AppState, RequestSettings, webhook_router};
 use crate::admin::{AdminState, admin_router};
 use crate::authorization::{ReviewSettings, SubjectAccessReviewer};
 use crate::cluster::NamespaceCache;
+use crate::cluster_params::ClusterParams;
 use crate::engine::Engine;
 use crate::tls::{CertificateReloader, TlsError, TlsSettings};
 
@@ -54,8 +55,9 @@ pub struct ServeSources {
     pub policy_paths: Vec<PathBuf>,
     /// How often policy files are re-read besides change notifications.
     pub policy_reload_interval: Duration,
-    /// A cluster whose Namespaces are watched for their labels, and asked with
-    /// SubjectAccessReviews for CEL `authorizer` checks; none known without it.
+    /// A cluster whose Namespaces are watched for their labels (none known without it), the
+    /// parameter objects of admission policies (from the policy folders without it), and
+    /// that SubjectAccessReviews ask for CEL `authorizer` checks.
     pub cluster: Option<kube::Client>,
     /// The SubjectAccessReview cache and timeout.
     pub authorizer: ReviewSettings,
@@ -175,6 +177,7 @@ pub async fn start_with(
     }
     state.readiness.set_certificate_loaded();
 
+    let policies_swapped = Arc::new(tokio::sync::Notify::new());
     if sources.policy_paths.is_empty() {
         state.readiness.set_policies_loaded();
     } else {
@@ -183,7 +186,8 @@ pub async fn start_with(
             state.engine.clone(),
             state.readiness.clone(),
             state.metrics.clone(),
-        );
+        )
+        .notify_on_swap(policies_swapped.clone());
         policies.check();
         background.push(AbortOnDrop(policies.spawn(sources.policy_reload_interval)?));
     }
@@ -196,6 +200,12 @@ pub async fn start_with(
             state.metrics.authorizer.clone(),
         )));
     }
+    let params = sources.cluster.clone().map(|client| {
+        let (params, task) = ClusterParams::spawn(client, state.engine.clone(), policies_swapped);
+        background.push(AbortOnDrop(task));
+        state.params = Some(Arc::new(params.clone()));
+        params
+    });
     let namespaces = sources.cluster.map(|client| {
         let (cache, task) = NamespaceCache::spawn(client);
         background.push(AbortOnDrop(task));
@@ -245,6 +255,12 @@ pub async fn start_with(
             readyz_waits_for_namespaces,
         ));
     }
+    if let Some(params) = params {
+        admin = admin.layer(axum::middleware::from_fn_with_state(
+            params,
+            readyz_waits_for_params,
+        ));
+    }
     let admin_task = tokio::spawn(async move {
         axum::serve(admin_listener, admin)
             .with_graceful_shutdown(async {
@@ -281,6 +297,28 @@ async fn readyz_waits_for_namespaces(
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             "not ready: namespaces not listed yet\n",
+        )
+            .into_response();
+    }
+    response
+}
+
+/// `/readyz` is 503 until every param kind of the policies in use has been listed once (or
+/// found not to exist): policies reading params would otherwise decide without them.
+async fn readyz_waits_for_params(
+    State(params): State<ClusterParams>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let readyz = request.uri().path() == "/readyz";
+    let response = next.run(request).await;
+    if readyz
+        && response.status() == StatusCode::OK
+        && let Err(reason) = params.readiness()
+    {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {reason}\n"),
         )
             .into_response();
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::Value as Json;
 
-use super::params::ParamStore;
+use super::params::{ParamLookup, ParamStore};
 use super::policy_core::PolicyCore;
 use super::resource_match::ResourceMatcher;
 use super::scope::Scope;
@@ -14,7 +14,9 @@ use crate::admission::AdmissionRequest;
 use crate::engine::NamespaceLookup;
 use crate::engine::cel_input::{CelInput, CelInputCell};
 use crate::policy::PolicyError;
-use crate::policy::admission_policy::{MatchResources, ParamRef, ParameterNotFoundAction};
+use crate::policy::admission_policy::{
+    MatchResources, ParamKind, ParamRef, ParameterNotFoundAction,
+};
 
 /// A binding, compiled.
 pub(super) struct BindingCore {
@@ -48,24 +50,26 @@ impl BindingCore {
             .is_none_or(|matcher| matcher.matches(request, namespaces))
     }
 
-    /// The parameter objects to evaluate with: `[None]` without `paramKind`, otherwise the
-    /// objects `paramRef` finds; an error is a configuration error of the binding.
-    pub(super) fn params<'p>(
+    /// The parameter objects to evaluate with: `[None]` without `paramKind` or `paramRef`, otherwise the
+    /// objects `paramRef` finds (in the cluster when there is one, else in the policy
+    /// folders); an error is a configuration error of the binding.
+    pub(super) fn params(
         &self,
         policy: &PolicyCore,
-        store: &'p ParamStore,
+        sources: ParamSources<'_>,
         request: &AdmissionRequest,
-    ) -> Result<Vec<Option<&'p Json>>, String> {
+    ) -> Result<Vec<Option<Arc<Json>>>, String> {
         let Some(kind) = &policy.param_kind else {
             return Ok(vec![None]);
         };
+        // As the apiserver: a binding without paramRef evaluates once with `params` null.
         let Some(param_ref) = &self.param_ref else {
-            return Err(format!(
-                "paramKind kind `{}` is set on the policy but the binding has no paramRef",
-                kind.kind
-            ));
+            return Ok(vec![None]);
         };
-        let found = store.find(kind, param_ref, request)?;
+        let found = match sources.cluster {
+            Some(cluster) => cluster.find(kind, param_ref, request.namespace.as_deref())?,
+            None => sources.files.find(kind, param_ref, request)?,
+        };
         if found.is_empty()
             && param_ref.parameter_not_found_action == Some(ParameterNotFoundAction::Deny)
         {
@@ -75,6 +79,29 @@ impl BindingCore {
         }
         Ok(found.into_iter().map(Some).collect())
     }
+}
+
+/// Where parameter objects come from: the cluster when there is one, else the policy folders.
+#[derive(Clone, Copy)]
+pub(super) struct ParamSources<'a> {
+    pub(super) files: &'a ParamStore,
+    pub(super) cluster: Option<&'a dyn ParamLookup>,
+    /// Whether an object without `apiVersion` and `kind` (a typed object from the cluster)
+    /// gets the paramKind's: the apiserver does so for ValidatingAdmissionPolicies only.
+    pub(super) fill_type_meta: bool,
+}
+
+/// `param` with the paramKind's `apiVersion` and `kind` when it has neither (copied then).
+fn with_type_meta(param: Arc<Json>, kind: &ParamKind) -> Arc<Json> {
+    if param.get("apiVersion").is_some() || param.get("kind").is_some() {
+        return param;
+    }
+    let mut filled = (*param).clone();
+    if let Some(map) = filled.as_object_mut() {
+        map.insert("apiVersion".into(), Json::String(kind.api_version.clone()));
+        map.insert("kind".into(), Json::String(kind.kind.clone()));
+    }
+    Arc::new(filled)
 }
 
 /// A binding as both policy kinds keep it.
@@ -119,18 +146,25 @@ impl PolicyCore {
     /// The binding dispatch both policy kinds share. When the policy's matchConstraints match
     /// `request`, each binding whose matchResources match is visited once per parameter object
     /// its paramRef finds, or once with the error when they cannot be found. Returns whether
-    /// the policy matched. The CEL input is built on the first visit and kept for the request.
+    /// the policy matched, or, for a matching policy whose paramKind the cluster does not
+    /// serve, the policy's configuration error (no binding is visited). The CEL input is built
+    /// on the first visit and kept for the request.
     pub(super) fn dispatch<'a, 'r, B: Bound>(
         &'a self,
         bindings: &'a [B],
-        params: &'a ParamStore,
+        params: ParamSources<'_>,
         request: &'r AdmissionRequest,
         namespaces: &dyn NamespaceLookup,
         cel: &'a CelInputCell<'r>,
         mut visit: impl FnMut(&'a B, Result<Evaluation<'_, 'r>, String>),
-    ) -> bool {
+    ) -> Result<bool, String> {
         if bindings.is_empty() || !self.constraints.matches(request, namespaces) {
-            return false;
+            return Ok(false);
+        }
+        if let (Some(kind), Some(cluster)) = (&self.param_kind, params.cluster)
+            && let Some(error) = cluster.kind_error(kind)
+        {
+            return Err(format!("failed to configure policy: {error}"));
         }
         for bound in bindings {
             let binding = bound.binding();
@@ -144,16 +178,23 @@ impl PolicyCore {
                     continue;
                 }
             };
+            let found: Vec<Option<Arc<Json>>> = match &self.param_kind {
+                Some(kind) if params.fill_type_meta => found
+                    .into_iter()
+                    .map(|param| param.map(|param| with_type_meta(param, kind)))
+                    .collect(),
+                _ => found,
+            };
             let input = cel.get(request, namespaces);
-            for param in found {
+            for param in &found {
                 let evaluation = Evaluation {
                     input,
-                    param,
+                    param: param.as_deref(),
                     variables: &self.variables,
                 };
                 visit(bound, Ok(evaluation));
             }
         }
-        true
+        Ok(true)
     }
 }

@@ -26,12 +26,13 @@ use serde_json::Value as Json;
 use crate::admission::{AdmissionRequest, GroupVersionKind};
 use crate::engine::cel_input::CelInputCell;
 use crate::engine::{Decision, Endpoint, NamespaceLookup, ResourceRule};
+use crate::policy::admission_policy::{ParamKind, ParamRef};
 use crate::policy::{DocumentSource, PolicyError};
 use crate::schema::Schema;
 
 pub use crate::policy::AdmissionPolicyDocument;
 pub use mutating::{MutatedObject, typed_form};
-pub use params::ParamStore;
+pub use params::{ParamLookup, ParamStore, param_namespace, selector_matches};
 pub use type_checking::ExpressionWarning;
 
 // ---------------------------------------------------------------------------------------------
@@ -205,15 +206,74 @@ impl AdmissionPolicies {
         }
     }
 
+    /// What the cluster must watch for parameters: each paramKind of a bound policy with the
+    /// paramRefs of its bindings (`None` for a binding without one).
+    pub fn param_needs(&self) -> Vec<ParamNeed> {
+        let mut needs: Vec<ParamNeed> = Vec::new();
+        let policies = self
+            .validating
+            .iter()
+            .map(|p| {
+                (
+                    &p.core,
+                    p.bindings
+                        .iter()
+                        .map(binding::Bound::binding)
+                        .collect::<Vec<_>>(),
+                )
+            })
+            .chain(
+                self.mutating
+                    .iter()
+                    .map(|p| (&p.core, p.bindings.iter().collect::<Vec<_>>())),
+            );
+        for (core, bindings) in policies {
+            let Some(kind) = &core.param_kind else {
+                continue;
+            };
+            if bindings.is_empty() {
+                continue;
+            }
+            let refs = bindings.iter().map(|b| b.param_ref.clone());
+            match needs.iter_mut().find(|need| need.kind == *kind) {
+                Some(need) => need.param_refs.extend(refs),
+                None => needs.push(ParamNeed {
+                    kind: kind.clone(),
+                    resource: self.resource_of(kind),
+                    param_refs: refs.collect(),
+                }),
+            }
+        }
+        needs
+    }
+
+    /// The resource `kind` is most likely served as: the plural of a CustomResourceDefinition
+    /// among the policies, else the built-in naming rule.
+    fn resource_of(&self, kind: &ParamKind) -> String {
+        let (group, version) = kind
+            .api_version
+            .split_once('/')
+            .unwrap_or(("", &kind.api_version));
+        self.custom_schemas
+            .iter()
+            .find(|(_, schema)| {
+                let gvk = schema.gvk();
+                gvk.group == group && gvk.version == version && gvk.kind == kind.kind
+            })
+            .map(|(plural, _)| plural.clone())
+            .unwrap_or_else(|| crate::names::resource_for_kind(&kind.kind))
+    }
+
     /// Runs the ValidatingAdmissionPolicies.
     pub fn validate<'r>(
         &self,
         request: &'r AdmissionRequest,
         namespaces: &dyn NamespaceLookup,
+        cluster_params: Option<&dyn ParamLookup>,
         cel: &CelInputCell<'r>,
         decision: &mut Decision,
     ) {
-        validating::validate(self, request, namespaces, cel, decision);
+        validating::validate(self, request, namespaces, cluster_params, cel, decision);
     }
 
     /// Whether some policy's expression uses `authorizer`.
@@ -243,12 +303,33 @@ impl AdmissionPolicies {
         &self,
         request: &'r AdmissionRequest,
         namespaces: &dyn NamespaceLookup,
+        cluster_params: Option<&dyn ParamLookup>,
         cel: &CelInputCell<'r>,
         object: Json,
         decision: &mut Decision,
     ) -> MutatedObject {
-        mutating::mutate(self, request, namespaces, cel, object, decision)
+        mutating::mutate(
+            self,
+            request,
+            namespaces,
+            cluster_params,
+            cel,
+            object,
+            decision,
+        )
     }
+}
+
+/// A paramKind that bound policies use, with their bindings' paramRefs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParamNeed {
+    /// The kind.
+    pub kind: ParamKind,
+    /// The resource it is served as, as far as the policy folders tell (for RBAC; the server
+    /// asks discovery).
+    pub resource: String,
+    /// The paramRef of each binding of a policy with this kind (`None`: the binding has none).
+    pub param_refs: Vec<Option<ParamRef>>,
 }
 
 fn unknown_policy(source: &DocumentSource, kind: &str, name: &str) -> PolicyError {

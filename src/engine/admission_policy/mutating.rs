@@ -6,8 +6,9 @@ use serde_json::Value as Json;
 
 use super::AdmissionPolicies;
 use super::apply_configuration::merge_apply_configuration_with;
-use super::binding::BindingCore;
+use super::binding::{BindingCore, ParamSources};
 use super::field_validation::FieldErrors;
+use super::params::ParamLookup;
 use super::policy_core::{PolicyCore, expect_output};
 use crate::admission::{AdmissionRequest, GroupVersionKind};
 use crate::defaulting::apply_defaults;
@@ -253,11 +254,13 @@ pub fn typed_form(kind: &GroupVersionKind, object: Json) -> Result<Json, String>
 
 /// Runs one policy (every matching binding and parameter); `None` when it does not match,
 /// else whether it changed the object.
+#[allow(clippy::too_many_arguments)]
 fn run_policy<'r>(
     policy: &MutatingPolicy,
     set: &AdmissionPolicies,
     request: &'r AdmissionRequest,
     namespaces: &dyn NamespaceLookup,
+    cluster_params: Option<&dyn ParamLookup>,
     cel: &CelInputCell<'r>,
     mutated: &mut MutatedObject,
     decision: &mut Decision,
@@ -270,7 +273,11 @@ fn run_policy<'r>(
     let started = std::time::Instant::now();
     let matched = policy.core.dispatch(
         &policy.bindings,
-        &set.params,
+        ParamSources {
+            files: &set.params,
+            cluster: cluster_params,
+            fill_type_meta: false,
+        },
         request,
         namespaces,
         cel,
@@ -347,6 +354,29 @@ fn run_policy<'r>(
         },
     );
     decision.outcomes.append(&mut outcomes);
+    let matched = match matched {
+        Ok(matched) => matched,
+        Err(error) => {
+            // A policy that cannot be configured: the apiserver's generic policy error.
+            decision.outcomes.push(PolicyOutcome {
+                kind: "MutatingAdmissionPolicy",
+                policy: name.clone(),
+                binding: None,
+                action: "Mutate",
+                result: "error",
+            });
+            if fail {
+                decision.violations.push(Violation {
+                    policy: name.to_string(),
+                    rule: String::new(),
+                    path: String::new(),
+                    message: format!("policy {name:?} denied request: {error}"),
+                    admission_policy: true,
+                });
+            }
+            true
+        }
+    };
     if matched {
         decision
             .timings
@@ -361,6 +391,7 @@ pub fn mutate<'r>(
     set: &AdmissionPolicies,
     request: &'r AdmissionRequest,
     namespaces: &dyn NamespaceLookup,
+    cluster_params: Option<&dyn ParamLookup>,
     cel: &CelInputCell<'r>,
     object: Json,
     decision: &mut Decision,
@@ -374,9 +405,16 @@ pub fn mutate<'r>(
     let mut ran_if_needed: Vec<usize> = Vec::new();
     let mut changed_any = false;
     for (index, policy) in set.mutating.iter().enumerate() {
-        let Some(changed) =
-            run_policy(policy, set, request, namespaces, cel, &mut object, decision)
-        else {
+        let Some(changed) = run_policy(
+            policy,
+            set,
+            request,
+            namespaces,
+            cluster_params,
+            cel,
+            &mut object,
+            decision,
+        ) else {
             continue;
         };
         changed_any |= changed;
@@ -396,6 +434,7 @@ pub fn mutate<'r>(
             set,
             request,
             namespaces,
+            cluster_params,
             cel,
             &mut object,
             decision,

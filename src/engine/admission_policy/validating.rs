@@ -8,8 +8,9 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::AdmissionPolicies;
-use super::binding::{BindingCore, Bound};
+use super::binding::{BindingCore, Bound, ParamSources};
 use super::field_validation::FieldErrors;
+use super::params::ParamLookup;
 use super::policy_core::{PolicyCore, expect_output};
 use super::scope::Scope;
 use crate::admission::AdmissionRequest;
@@ -356,6 +357,7 @@ pub fn validate<'r>(
     set: &AdmissionPolicies,
     request: &'r AdmissionRequest,
     namespaces: &dyn NamespaceLookup,
+    cluster_params: Option<&dyn ParamLookup>,
     cel: &CelInputCell<'r>,
     decision: &mut Decision,
 ) {
@@ -368,7 +370,11 @@ pub fn validate<'r>(
         let started = Instant::now();
         let matched = policy.core.dispatch(
             &policy.bindings,
-            &set.params,
+            ParamSources {
+                files: &set.params,
+                cluster: cluster_params,
+                fill_type_meta: true,
+            },
             request,
             namespaces,
             cel,
@@ -441,6 +447,13 @@ pub fn validate<'r>(
                 }
             },
         );
+        let matched = match matched {
+            Ok(matched) => matched,
+            Err(error) => {
+                deny_policy(policy, error, fail, decision);
+                true
+            }
+        };
         if matched {
             decision
                 .timings
@@ -453,6 +466,32 @@ pub fn validate<'r>(
             );
         }
     }
+}
+
+/// A policy that cannot be configured (its paramKind's resource is unknown): counted as an
+/// error, and the request refused under `failurePolicy: Fail`.
+fn deny_policy(policy: &ValidatingPolicy, error: String, fail: bool, decision: &mut Decision) {
+    let name = &policy.core.name;
+    decision.outcomes.push(PolicyOutcome {
+        kind: "ValidatingAdmissionPolicy",
+        policy: name.clone(),
+        binding: None,
+        action: "Deny",
+        result: "error",
+    });
+    if !fail {
+        return;
+    }
+    if decision.violations.is_empty() {
+        decision.denial_status = Some(DenialStatus::for_policy_reason(None));
+    }
+    decision.violations.push(Violation {
+        policy: name.to_string(),
+        rule: String::new(),
+        path: String::new(),
+        message: format!("ValidatingAdmissionPolicy '{name}' denied request: {error}"),
+        admission_policy: true,
+    });
 }
 
 /// Counts one evaluation of `binding` under each of its actions.
