@@ -326,6 +326,15 @@ pub struct AuditArgs {
     /// from admission (its --namespace, or the namespace of its --service).
     #[arg(long, env = "PORTCULLIS_NAMESPACE", default_value = "portcullis")]
     pub webhook_namespace: String,
+    /// A namespace excluded besides those `webhook-config` excludes (repeatable;
+    /// comma-separated in the environment variable), as the chart's
+    /// `webhooks.excludedNamespaces` adds to the webhooks' namespaceSelector.
+    #[arg(
+        long = "exclude-namespace",
+        env = "PORTCULLIS_AUDIT_EXCLUDE_NAMESPACES",
+        value_delimiter = ','
+    )]
+    pub exclude_namespaces: Vec<String>,
     /// Objects per list request (the list's `limit`); memory holds at most three pages.
     #[arg(long, env = "PORTCULLIS_AUDIT_PAGE_SIZE", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub page_size: u32,
@@ -338,6 +347,10 @@ pub struct AuditArgs {
     /// Needs the OpenReports CRDs.
     #[arg(long, env = "PORTCULLIS_AUDIT_APPLY")]
     pub apply: bool,
+    /// Exit code when some object would be denied (and nothing failed); 0 suits scheduled
+    /// scans, whose findings are their output, not a failure.
+    #[arg(long, env = "PORTCULLIS_AUDIT_DENIED_EXIT_CODE", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub denied_exit_code: u8,
     /// CEL evaluation limits.
     #[command(flatten)]
     pub cel: CelArgs,

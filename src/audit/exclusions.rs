@@ -147,6 +147,22 @@ impl WebhookExclusions {
         })
     }
 
+    /// The same exclusions with `namespaces` excluded too (by name, as the chart's
+    /// `webhooks.excludedNamespaces` adds them to the selector).
+    #[must_use]
+    pub fn excluding(mut self, namespaces: &[String]) -> Self {
+        if !namespaces.is_empty() {
+            self.selector
+                .match_expressions
+                .push(crate::vocabulary::LabelSelectorRequirement {
+                    key: NAME_LABEL.to_owned(),
+                    operator: "NotIn".to_owned(),
+                    values: namespaces.to_vec(),
+                });
+        }
+        self
+    }
+
     /// Whether the namespace `name` is excluded by the selector alone: lets a scan skip a
     /// namespace's objects without building their requests.
     pub fn excludes_namespace(&self, name: &str, namespaces: &dyn NamespaceLookup) -> bool {
@@ -274,6 +290,19 @@ mod tests {
         assert_eq!(
             exclusions.exclusion(&request(pod("team-a")), &namespaces),
             Ok(None)
+        );
+        let more = WebhookExclusions::generated(&Engine::builtin(), "security")
+            .unwrap()
+            .unwrap()
+            .excluding(&["team-a".to_owned()]);
+        assert_eq!(
+            more.exclusion(&request(pod("team-a")), &namespaces),
+            Ok(Some(Exclusion::Namespace("team-a".into())))
+        );
+        assert!(
+            more.field_selector()
+                .unwrap()
+                .ends_with(",metadata.namespace!=team-a")
         );
         assert_eq!(
             exclusions.field_selector().as_deref(),

@@ -44,6 +44,8 @@ pub struct ScanOptions {
     pub namespaces: Vec<String>,
     /// Portcullis's own namespace, excluded as `webhook-config` excludes it.
     pub own_namespace: String,
+    /// More namespaces excluded (the chart's `webhooks.excludedNamespaces`).
+    pub excluded_namespaces: Vec<String>,
     /// Write the OpenReports reports to the cluster and delete stale ones.
     pub apply: bool,
 }
@@ -55,6 +57,7 @@ impl Default for ScanOptions {
             concurrency: 2,
             namespaces: Vec::new(),
             own_namespace: "portcullis".to_owned(),
+            excluded_namespaces: Vec::new(),
             apply: false,
         }
     }
@@ -389,9 +392,8 @@ fn judge(
         match exclusions.exclusion(&request, namespaces) {
             Ok(Some(_)) => return Judgement::Excluded,
             Ok(None) => {}
-            Err(message) => {
-                tracing::warn!(%source, "a webhook match condition failed to evaluate; judging the object");
-                let _ = message;
+            Err(error) => {
+                tracing::warn!(%source, %error, "a webhook match condition failed to evaluate; judging the object");
             }
         }
     }
@@ -477,7 +479,8 @@ impl Scanner {
     ) -> Result<ScanSummary, ScanError> {
         let mut summary = ScanSummary::default();
         let wanted = super::targets::wanted_resources(&self.engine);
-        let exclusions = WebhookExclusions::generated(&self.engine, &self.options.own_namespace)?;
+        let exclusions = WebhookExclusions::generated(&self.engine, &self.options.own_namespace)?
+            .map(|exclusions| exclusions.excluding(&self.options.excluded_namespaces));
         let (targets, namespaces) = runtime.block_on(async {
             let discovery = discover(&self.client, &wanted).await?;
             let mut targets = resolve(&wanted, &discovery);

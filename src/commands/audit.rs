@@ -36,6 +36,7 @@ pub fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
         concurrency,
         namespaces: args.namespaces,
         own_namespace: args.webhook_namespace,
+        excluded_namespaces: args.exclude_namespaces,
         apply: args.apply,
     };
     let scanner = Scanner::new(client, engine, options);
@@ -75,7 +76,7 @@ pub fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(if summary.errors > 0 {
         EXIT_ERROR
     } else if summary.denied > 0 {
-        EXIT_DENIED
+        args.denied_exit_code.min(EXIT_DENIED)
     } else {
         EXIT_ALLOWED
     }))
