@@ -37,7 +37,7 @@ fn pod(i: usize) -> Pod {
             "ports": [{"containerPort": 8080}],
             "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
             // One Pod in ten is privileged: baseline refuses it.
-            "securityContext": {"privileged": i % 10 == 0},
+            "securityContext": {"privileged": i.is_multiple_of(10)},
         }]},
     }))
     .unwrap()
@@ -52,7 +52,7 @@ fn deployment(i: usize) -> Deployment {
             "template": {
                 "metadata": {"labels": {"app": format!("deploy-{i}")}},
                 "spec": {
-                    "hostNetwork": i % 10 == 0,
+                    "hostNetwork": i.is_multiple_of(10),
                     "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}],
                 },
             },
@@ -63,7 +63,7 @@ fn deployment(i: usize) -> Deployment {
 
 fn config_map(i: usize) -> ConfigMap {
     let mut data = json!({"mode": "fast", "level": format!("{i}"), "blob": "x".repeat(256)});
-    if i % 20 == 0 {
+    if i.is_multiple_of(20) {
         data["password"] = json!("hunter2");
     }
     serde_json::from_value(json!({"metadata": {"name": format!("cm-{i}")}, "data": data})).unwrap()
