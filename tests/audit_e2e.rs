@@ -76,6 +76,7 @@ fn audit_reports_what_check_denies_and_honours_the_webhook_exclusions() {
         "Pod audit-a/privileged",
         "Pod audit-restricted/plain",
         "ConfigMap audit-a/with-password",
+        "Namespace /audit-bad-label",
     ]
     .into_iter()
     .map(str::to_owned)
@@ -173,7 +174,7 @@ fn audit_reports_what_check_denies_and_honours_the_webhook_exclusions() {
         table.contains("DENIED   Pod audit-a/privileged\n"),
         "{table}"
     );
-    assert!(table.contains(" 3 denied, "), "{table}");
+    assert!(table.contains(" 4 denied, "), "{table}");
 
     // One namespace only: cluster-scoped resources and other namespaces are left out.
     let output = audit(
@@ -258,9 +259,15 @@ fn audit_reports_what_check_denies_and_honours_the_webhook_exclusions() {
             )
         })
         .collect();
-    for denied in &expected {
+    for denied in expected.iter().filter(|s| !s.starts_with("Namespace ")) {
         assert!(scopes.contains(denied), "{denied} not in {scopes:?}");
     }
+    let cluster_reports: Value =
+        serde_json::from_str(&plane.kubectl_ok(&["get", "clusterreports", "-o", "json"])).unwrap();
+    let namespace_report = &cluster_reports["items"][0];
+    assert_eq!(namespace_report["scope"]["name"], "audit-bad-label");
+    assert_eq!(namespace_report["results"][0]["policy"], "pod-security");
+    assert_eq!(namespace_report["results"][0]["result"], "fail");
     let password = reports["items"]
         .as_array()
         .unwrap()
