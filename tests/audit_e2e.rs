@@ -186,6 +186,36 @@ fn audit_reports_what_check_denies_and_honours_the_webhook_exclusions() {
     let subjects: Vec<String> = scoped.as_array().unwrap().iter().map(subject).collect();
     assert_eq!(subjects, ["Pod audit-restricted/plain"]);
 
+    // More excluded namespaces (the chart's webhooks.excludedNamespaces), and the exit code
+    // a CronJob uses.
+    let output = audit(
+        &plane,
+        &[
+            "-o",
+            "json",
+            "--exclude-namespace",
+            "audit-a",
+            "--denied-exit-code",
+            "0",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let fewer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        denied(&fewer),
+        BTreeSet::from([
+            "Namespace /audit-bad-label".to_owned(),
+            "Pod audit-restricted/plain".to_owned()
+        ])
+    );
+    assert!(
+        !fewer
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| subject(r).contains("audit-a"))
+    );
+
     // OpenReports: valid against the CRDs, one report per object with findings.
     for crd in [
         "openreports.io_reports.yaml",
