@@ -107,6 +107,14 @@ pub enum ScanError {
     /// Writing the output failed.
     #[error("cannot write the output: {0}")]
     Output(#[from] std::io::Error),
+    /// A task of the scan ended abnormally (a defect).
+    #[error("{what} ended abnormally: {message}")]
+    Task {
+        /// Which task.
+        what: &'static str,
+        /// The join error.
+        message: String,
+    },
 }
 
 /// A list response: its continue token and its items, kept as JSON.
@@ -550,8 +558,8 @@ impl Scanner {
         }
         // The lister ends when the channel does; a panic there is a defect worth reporting.
         if let Err(error) = runtime.block_on(lister) {
-            return Err(ScanError::Request {
-                what: "the lists".to_owned(),
+            return Err(ScanError::Task {
+                what: "listing",
                 message: error.to_string(),
             });
         }
@@ -674,8 +682,8 @@ impl Scanner {
 }
 
 fn flatten(done: Result<Result<(), ScanError>, tokio::task::JoinError>) -> Result<(), ScanError> {
-    done.map_err(|error| ScanError::Request {
-        what: "a report".to_owned(),
+    done.map_err(|error| ScanError::Task {
+        what: "a report write",
         message: error.to_string(),
     })?
 }

@@ -49,8 +49,9 @@ pub fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let summary = match scanner.run(&runtime, writer.as_mut()) {
         Ok(summary) => summary,
+        // A closed pipe (`| head`) ends the scan unfinished: not a verdict.
         Err(ScanError::Output(error)) if error.kind() == ErrorKind::BrokenPipe => {
-            return Ok(ExitCode::from(EXIT_ALLOWED));
+            return Ok(ExitCode::from(EXIT_ERROR));
         }
         Err(error) => return Err(error).context("audit failed"),
     };
