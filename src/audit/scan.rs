@@ -203,7 +203,16 @@ async fn discover(
             format!("/apis/{group}/{version}")
         };
         let list: k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList =
-            client.request(get(&path)).await.map_err(failed(&path))?;
+            match client.request(get(&path)).await {
+                Ok(list) => list,
+                // A group only a wildcard reaches (an aggregated API that is down, say) is
+                // skipped, as kubectl skips it; a group a policy names is required.
+                Err(error) if !wanted.iter().any(|w| w.group == group) => {
+                    tracing::warn!(%path, %error, "discovery failed; this group is not scanned");
+                    continue;
+                }
+                Err(error) => return Err(failed(&path)(error)),
+            };
         let resources = list
             .resources
             .into_iter()
