@@ -361,3 +361,69 @@ fn a_cluster_that_cannot_be_reached_is_exit_code_2() {
         stderr(&missing)
     );
 }
+
+#[test]
+fn a_wildcard_policy_scans_every_listable_resource_and_skips_a_broken_aggregated_api() {
+    let Some(bin) = e2e_bin() else { return };
+    let plane = ControlPlane::start(&bin);
+    // An aggregated API whose Service does not exist: its discovery answers 503.
+    plane.apply(
+        "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: \
+         v1.broken.example.com\nspec:\n  group: broken.example.com\n  version: v1\n  \
+         groupPriorityMinimum: 1000\n  versionPriority: 15\n  insecureSkipTLSVerify: true\n  \
+         service: {namespace: default, name: nowhere, port: 443}\n",
+    );
+    eventually(
+        "the APIService in discovery",
+        Duration::from_secs(30),
+        || {
+            let groups = plane.kubectl_ok(&["get", "--raw", "/apis"]);
+            groups
+                .contains("broken.example.com")
+                .then_some(())
+                .ok_or_else(|| "not yet".to_owned())
+        },
+    );
+    let output = Command::new(PORTCULLIS)
+        .args([
+            "audit",
+            "--kubeconfig",
+            plane.kubeconfig(),
+            "-o",
+            "json",
+            "--policies",
+        ])
+        .arg(fixture("audit/wildcard-policy.yaml"))
+        .env_remove("PORTCULLIS_NAMESPACE")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let errors = stderr(&output);
+    assert!(
+        errors.contains("discovery failed; this group is not scanned")
+            && errors.contains("broken.example.com"),
+        "{errors}"
+    );
+    let scanned: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let kinds: BTreeSet<&str> = scanned
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap())
+        .collect();
+    // Objects of several groups, found by discovery alone.
+    for kind in [
+        "Namespace",
+        "APIService",
+        "ClusterRole",
+        "FlowSchema",
+        "Service",
+    ] {
+        assert!(kinds.contains(kind), "{kind} not in {kinds:?}");
+    }
+    // The generated match conditions leave leases and events out.
+    assert!(
+        !kinds.contains("Lease") && !kinds.contains("Event"),
+        "{kinds:?}"
+    );
+}

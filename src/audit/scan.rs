@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use kube::Client;
@@ -133,13 +133,40 @@ struct CountingClient {
     requests: Arc<AtomicU64>,
 }
 
+/// Attempts after the first for an answer the apiserver asks to retry (429, 503, 504).
+const RETRIES: u32 = 3;
+/// The wait before the first retry; doubled for each further one.
+const FIRST_RETRY_DELAY: Duration = Duration::from_millis(250);
+
 impl CountingClient {
+    /// Sends `request`, retrying `RETRIES` times with a doubling delay when the apiserver
+    /// answers 429 (API Priority and Fairness), 503 or 504. The client's own retry layer is
+    /// off (its default waits up to 1000 s between 15 attempts: a scan would hang on an
+    /// aggregated API that is down).
     async fn request<T: serde::de::DeserializeOwned>(
         &self,
         request: http::Request<Vec<u8>>,
     ) -> Result<T, kube::Error> {
-        self.requests.fetch_add(1, Ordering::Relaxed);
-        self.client.request(request).await
+        let (parts, body) = request.into_parts();
+        let mut delay = FIRST_RETRY_DELAY;
+        let mut attempt = 0;
+        loop {
+            let mut request = http::Request::new(body.clone());
+            *request.method_mut() = parts.method.clone();
+            *request.uri_mut() = parts.uri.clone();
+            *request.headers_mut() = parts.headers.clone();
+            self.requests.fetch_add(1, Ordering::Relaxed);
+            match self.client.request(request).await {
+                Err(kube::Error::Api(status))
+                    if matches!(status.code, 429 | 503 | 504) && attempt < RETRIES =>
+                {
+                    attempt += 1;
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                }
+                answer => return answer,
+            }
+        }
     }
 
     async fn list_page(&self, path: &str, params: &ListParams) -> Result<RawList, kube::Error> {
@@ -313,6 +340,17 @@ async fn list_targets(
             loop {
                 let list = match client.list_page(&path, &params).await {
                     Ok(list) => list,
+                    // Some resources refuse `metadata.namespace` field selectors (400 field
+                    // label not supported): list them whole; the exclusions still apply.
+                    Err(kube::Error::Api(status))
+                        if status.code == 400
+                            && params.field_selector.is_some()
+                            && params.continue_token.is_none() =>
+                    {
+                        tracing::debug!(%path, "field selector refused; listing without it");
+                        params.field_selector = None;
+                        continue;
+                    }
                     Err(source) => {
                         let _ = pages
                             .send(Err(ScanError::List {

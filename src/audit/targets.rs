@@ -317,3 +317,24 @@ mod tests {
         assert_eq!(fetch.len(), 3);
     }
 }
+
+#[cfg(test)]
+mod wildcard_tests {
+    use super::*;
+
+    #[test]
+    fn a_wildcard_admission_policy_wants_every_group() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/audit/wildcard-policy.yaml");
+        let engine = Engine::load(&[path]).unwrap();
+        let wanted = wanted_resources(&engine);
+        assert_eq!(
+            wanted,
+            [WantedResource {
+                group: "*".into(),
+                resource: "*".into(),
+                versions: BTreeSet::from(["*".to_owned()]),
+            }]
+        );
+    }
+}

@@ -94,5 +94,8 @@ async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> 
         }
         None => Config::infer().await?,
     };
+    // The scan retries what the apiserver asks it to, a few times (audit::scan).
+    let mut config = config;
+    config.default_retry = false;
     Ok(Client::try_from(config)?)
 }
