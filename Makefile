@@ -4,7 +4,7 @@
 CARGO ?= cargo
 CERTS_OUT ?= certs/out
 
-.PHONY: run build test e2e e2e-latency conformance load-time controlplane lint fmt certs manifests bench clean
+.PHONY: run build test e2e e2e-latency audit-scale conformance load-time controlplane lint fmt certs manifests bench clean
 
 ## run: serve on :8443 (HTTPS) and :8080 (admin) with an ephemeral certificate and the built-in rules
 run:
@@ -55,6 +55,14 @@ e2e-latency:
 	PORTCULLIS_E2E_BIN="$$(e2e/build-controlplane.sh | tail -n 1)" \
 	PORTCULLIS_GO_PEER="$$(bench/build-go-peer.sh || true)" \
 		$(CARGO) test --release --locked --test e2e admission_latency -- --ignored --nocapture
+
+## audit-scale: `portcullis audit` (release build) over 50,000 objects in 500 namespaces loaded
+## into the e2e apiserver: wall time, peak RSS, apiserver requests (docs/benchmarks.md)
+audit-scale:
+	$(CARGO) build --release --locked --bin portcullis
+	PORTCULLIS_E2E_BIN="$$(e2e/build-controlplane.sh | tail -n 1)" \
+	PORTCULLIS_AUDIT_BIN="$(CURDIR)/target/release/portcullis" \
+		nice -n 5 $(CARGO) test --locked --test audit_scale -- --ignored --nocapture
 
 ## lint: formatting and clippy, as CI runs them
 lint:

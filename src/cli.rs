@@ -46,6 +46,8 @@ pub enum Command {
     Check(CheckArgs),
     /// Run policy test suites: resources with expected decisions and patched results.
     Test(TestArgs),
+    /// Scan the objects already in a cluster with the same engine (read-only unless --apply).
+    Audit(AuditArgs),
 }
 
 fn parse_duration(value: &str) -> Result<Duration, String> {
@@ -305,4 +307,74 @@ pub struct TestArgs {
     /// Test-suite files or folders.
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
+}
+
+/// Output format of `portcullis audit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AuditOutput {
+    /// A readable table, one entry per scanned object, and a summary line.
+    Table,
+    /// `check`'s JSON array, one object per scanned object.
+    Json,
+    /// OpenReports (openreports.io/v1alpha1) Report and ClusterReport documents as YAML, one
+    /// per object with findings.
+    Openreports,
+}
+
+/// Flags of `portcullis audit`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Kubeconfig of the cluster to scan. Without it: the in-cluster service account in a
+    /// Pod, else $KUBECONFIG or ~/.kube/config.
+    #[arg(long, env = "PORTCULLIS_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Policy file or folder (repeatable; comma-separated in the environment variable).
+    /// Without it, the built-in policy set.
+    #[arg(long = "policies", env = "PORTCULLIS_POLICIES", value_delimiter = ',')]
+    pub policies: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, short = 'o', env = "PORTCULLIS_AUDIT_OUTPUT", value_enum, default_value_t = AuditOutput::Table)]
+    pub output: AuditOutput,
+    /// Scan only this namespace (repeatable; comma-separated in the environment variable);
+    /// cluster-scoped resources are then left out. Without it, every namespace and
+    /// cluster-scoped resources.
+    #[arg(
+        long = "namespace",
+        short = 'n',
+        env = "PORTCULLIS_AUDIT_NAMESPACES",
+        value_delimiter = ','
+    )]
+    pub namespaces: Vec<String>,
+    /// Portcullis's own namespace, excluded from the scan as `webhook-config` excludes it
+    /// from admission (its --namespace, or the namespace of its --service).
+    #[arg(long, env = "PORTCULLIS_NAMESPACE", default_value = "portcullis")]
+    pub webhook_namespace: String,
+    /// A namespace excluded besides those `webhook-config` excludes (repeatable;
+    /// comma-separated in the environment variable), as the chart's
+    /// `webhooks.excludedNamespaces` adds to the webhooks' namespaceSelector.
+    #[arg(
+        long = "exclude-namespace",
+        env = "PORTCULLIS_AUDIT_EXCLUDE_NAMESPACES",
+        value_delimiter = ','
+    )]
+    pub exclude_namespaces: Vec<String>,
+    /// Objects per list request (the list's `limit`); memory holds at most three pages.
+    #[arg(long, env = "PORTCULLIS_AUDIT_PAGE_SIZE", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub page_size: u32,
+    /// Threads judging objects, and report writes in flight with --apply [default: the
+    /// number of CPUs].
+    #[arg(long, env = "PORTCULLIS_AUDIT_CONCURRENCY", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub concurrency: Option<u16>,
+    /// Write the OpenReports reports to the cluster (server-side apply, field manager
+    /// portcullis-audit) and delete the reports an earlier scan wrote that this one did not.
+    /// Needs the OpenReports CRDs.
+    #[arg(long, env = "PORTCULLIS_AUDIT_APPLY")]
+    pub apply: bool,
+    /// Exit code when some object would be denied (and nothing failed); 0 suits scheduled
+    /// scans, whose findings are their output, not a failure.
+    #[arg(long, env = "PORTCULLIS_AUDIT_DENIED_EXIT_CODE", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub denied_exit_code: u8,
+    /// CEL evaluation limits.
+    #[command(flatten)]
+    pub cel: CelArgs,
 }

@@ -13,10 +13,12 @@
 //! - [`server`]: the webhook router, handlers, extractor, errors, listeners and shutdown.
 //! - [`admin`]: health, readiness and metrics endpoints.
 //! - [`tls`]: certificate loading, generation and hot reload.
+//! - [`audit`]: `portcullis audit`, a scan of existing objects with the same engine.
 #![forbid(unsafe_code)]
 
 pub mod admin;
 pub mod admission;
+pub mod audit;
 pub mod authorization;
 pub mod cli;
 pub mod cluster;

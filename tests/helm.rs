@@ -352,6 +352,7 @@ fn variants() -> Vec<(&'static str, Vec<String>)> {
         ),
         ("servicemonitor", vec!["--set".into(), "serviceMonitor.enabled=true".into()]),
         ("hpa", vec!["--set".into(), "autoscaling.enabled=true".into()]),
+        ("audit", vec!["--set".into(), "audit.enabled=true".into()]),
     ]
 }
 
@@ -1119,5 +1120,88 @@ fn existing_secret_is_mounted_with_its_ca_as_bundle() {
     assert_eq!(
         BASE64.decode(bundle.as_str().unwrap()).unwrap(),
         std::fs::read(&ca).unwrap()
+    );
+}
+
+#[test]
+fn audit_cronjob_lists_only_what_the_webhooks_register() {
+    let Some(helm) = helm() else { return };
+    assert!(!kinds(&render_variant(&helm, "defaults")).contains("CronJob"));
+    let objects = render_variant(&helm, "audit");
+    let cronjob = find(&objects, "CronJob");
+    assert_eq!(cronjob["spec"]["concurrencyPolicy"], "Forbid");
+    let pod = &cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "portcullis-audit");
+    let args: Vec<&str> = pod["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(args[0], "audit");
+    assert!(args.contains(&"--webhook-namespace=portcullis"), "{args:?}");
+    assert!(args.contains(&"--denied-exit-code=0"), "{args:?}");
+    assert!(!args.contains(&"--apply"), "{args:?}");
+    // Read-only: `list`, on the resources the webhook configurations register for CREATE.
+    let role = find_named(&objects, "ClusterRole", "portcullis-audit");
+    let mut listed = BTreeSet::new();
+    for rule in role["rules"].as_array().unwrap() {
+        assert_eq!(rule["verbs"], json!(["list"]), "{rule}");
+        for group in rule["apiGroups"].as_array().unwrap() {
+            for resource in rule["resources"].as_array().unwrap() {
+                listed.insert(format!(
+                    "{}/{}",
+                    group.as_str().unwrap(),
+                    resource.as_str().unwrap()
+                ));
+            }
+        }
+    }
+    let (_, generated) = webhook_config(&["--service", "portcullis/portcullis"]);
+    let mut registered = BTreeSet::from(["/namespaces".to_owned()]);
+    for configuration in &generated {
+        for rule in configuration["webhooks"][0]["rules"].as_array().unwrap() {
+            for group in rule["apiGroups"].as_array().unwrap() {
+                for resource in rule["resources"].as_array().unwrap() {
+                    let resource = resource.as_str().unwrap();
+                    if !resource.contains('/') {
+                        registered.insert(format!("{}/{resource}", group.as_str().unwrap()));
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(listed, registered);
+
+    // With apply: report writes, and only then.
+    let objects = template(
+        &helm,
+        "portcullis",
+        "portcullis",
+        &[
+            "--set",
+            "audit.enabled=true,audit.apply=true,audit.output=openreports",
+        ],
+    );
+    let role = find_named(&objects, "ClusterRole", "portcullis-audit");
+    let writes: Vec<&Value> = role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|rule| rule["apiGroups"] == json!(["openreports.io"]))
+        .collect();
+    assert_eq!(writes.len(), 1);
+    assert_eq!(writes[0]["resources"], json!(["reports", "clusterreports"]));
+    let args = &find(&objects, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+        [0]["args"];
+    assert!(
+        args.as_array().unwrap().contains(&json!("--apply")),
+        "{args}"
+    );
+    assert!(
+        args.as_array()
+            .unwrap()
+            .contains(&json!("--output=openreports")),
+        "{args}"
     );
 }

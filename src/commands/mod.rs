@@ -1,5 +1,6 @@
 //! Command implementations. Errors here are `anyhow`: they end the process with a message.
 
+mod audit;
 mod certs;
 mod check;
 mod serve;
@@ -11,6 +12,7 @@ use std::process::ExitCode;
 use crate::cli::{Cli, Command};
 use crate::expressions::CelLimits;
 
+pub use audit::audit;
 pub use certs::certs;
 pub use check::check;
 pub use serve::serve;
@@ -18,15 +20,20 @@ pub use test_suite::test_suites;
 pub use webhook_config::webhook_config;
 
 /// Runs a parsed command line and returns the process exit code: 0 on success and 1 on
-/// failure; `check` and `test` choose their own codes (0 or 1) and exit 2 on an error.
+/// failure; `check`, `test` and `audit` choose their own codes (0 or 1) and exit 2 on an
+/// error.
 pub fn run(cli: Cli) -> ExitCode {
     crate::telemetry::init(cli.log_format, &cli.log_level);
     let done = |result: anyhow::Result<()>| result.map(|()| ExitCode::SUCCESS);
-    let offline = matches!(cli.command, Command::Check(_) | Command::Test(_));
+    let offline = matches!(
+        cli.command,
+        Command::Check(_) | Command::Test(_) | Command::Audit(_)
+    );
     let cel = match &cli.command {
         Command::Serve(args) => Some(args.cel),
         Command::Check(args) => Some(args.cel),
         Command::Test(args) => Some(args.cel),
+        Command::Audit(args) => Some(args.cel),
         Command::Certs(_) | Command::WebhookConfig(_) => None,
     };
     if let Some(cel) = cel {
@@ -59,6 +66,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::WebhookConfig(args) => done(webhook_config(args)),
         Command::Check(args) => check(args),
         Command::Test(args) => test_suites(args),
+        Command::Audit(args) => audit(args),
     };
     match result {
         Ok(code) => code,
