@@ -120,41 +120,53 @@ fn portcullis_boundary(expression: &str) -> usize {
 }
 
 fn policies_yaml() -> String {
-    let mut yaml = String::new();
     let sentinel = [("sentinel", "false")];
-    for (name, expression) in CASES.iter().copied().chain(sentinel) {
-        yaml.push_str(&format!(
-            "apiVersion: admissionregistration.k8s.io/v1
+    CASES
+        .iter()
+        .copied()
+        .chain(sentinel)
+        .map(|(name, expression)| {
+            pod_policy_yaml(
+                &format!("cost-{name}"),
+                name,
+                &format!(
+                    "  validations:\n    - expression: {expression:?}\n      message: denied by {name}\n"
+                ),
+            )
+        })
+        .collect()
+}
+
+/// A ValidatingAdmissionPolicy `name` with `spec` (indented under `spec:`) for Pods created
+/// with the label `cost-case: <case>`, and its Deny binding.
+fn pod_policy_yaml(name: &str, case: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
 metadata:
-  name: cost-{name}
+  name: {name}
 spec:
   failurePolicy: Fail
   matchConstraints:
     objectSelector:
       matchLabels:
-        cost-case: {name}
+        cost-case: {case}
     resourceRules:
       - apiGroups: [\"\"]
         apiVersions: [v1]
         operations: [CREATE]
         resources: [pods]
-  validations:
-    - expression: {expression:?}
-      message: denied by {name}
----
+{spec}---
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicyBinding
 metadata:
-  name: cost-{name}
+  name: {name}
 spec:
-  policyName: cost-{name}
+  policyName: {name}
   validationActions: [Deny]
 ---
 "
-        ));
-    }
-    yaml
+    )
 }
 
 /// The apiserver's answer: `Ok(())` when admitted, else kubectl's error.
@@ -325,33 +337,7 @@ fn budget_policy_yaml(
         let message = format!("({BUDGET_EXPRESSION}) ? 'denied by {name}' : 'wrong'");
         spec.push_str(&format!("      messageExpression: {message:?}\n"));
     }
-    format!(
-        "apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata:
-  name: {name}
-spec:
-  failurePolicy: Fail
-  matchConstraints:
-    objectSelector:
-      matchLabels:
-        cost-case: {name}
-    resourceRules:
-      - apiGroups: [\"\"]
-        apiVersions: [v1]
-        operations: [CREATE]
-        resources: [pods]
-{spec}---
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicyBinding
-metadata:
-  name: {name}
-spec:
-  policyName: {name}
-  validationActions: [Deny]
----
-"
-    )
+    pod_policy_yaml(name, name, &spec)
 }
 
 /// The apiserver shares a budget of 10 000 000 units among a policy's validations (the

@@ -7,7 +7,7 @@ use std::time::SystemTime;
 
 use super::openreports;
 use crate::offline::CheckResult;
-use crate::offline::report::verdict;
+use crate::offline::report::{verdict, write_findings};
 
 /// Counts of a finished scan.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -108,22 +108,7 @@ pub fn table_lines(result: &CheckResult) -> String {
         None => format!("{} {name}", result.kind),
     };
     let mut out = format!("{:<7}  {subject}\n", verdict(result));
-    for violation in &result.violations {
-        let _ = writeln!(out, "    violation  {violation}");
-    }
-    for warning in &result.warnings {
-        let _ = writeln!(out, "    warning    {warning}");
-    }
-    for (key, value) in &result.audit_annotations {
-        let _ = writeln!(out, "    audit      {key}: {value}");
-    }
-    for operation in result.patch.iter().flatten() {
-        let _ = writeln!(
-            out,
-            "    patch      {} {} {}",
-            operation.op, operation.path, operation.value
-        );
-    }
+    write_findings(&mut out, result);
     out
 }
 

@@ -5,6 +5,27 @@ use std::fmt::Write as _;
 
 use super::check::CheckResult;
 
+/// The indented lines under a result's subject: its violations, warnings, audit annotations
+/// and patch operations.
+pub fn write_findings(out: &mut String, result: &CheckResult) {
+    for violation in &result.violations {
+        let _ = writeln!(out, "    violation  {violation}");
+    }
+    for warning in &result.warnings {
+        let _ = writeln!(out, "    warning    {warning}");
+    }
+    for (key, value) in &result.audit_annotations {
+        let _ = writeln!(out, "    audit      {key}: {value}");
+    }
+    for operation in result.patch.iter().flatten() {
+        let _ = writeln!(
+            out,
+            "    patch      {} {} {}",
+            operation.op, operation.path, operation.value
+        );
+    }
+}
+
 /// How a document fared, as the first column says it.
 pub fn verdict(result: &CheckResult) -> &'static str {
     if !result.allowed {
@@ -47,22 +68,7 @@ pub fn text(results: &[CheckResult]) -> String {
             out.push_str("  (no webhook rule matches: not sent)");
         }
         out.push('\n');
-        for violation in &result.violations {
-            let _ = writeln!(out, "    violation  {violation}");
-        }
-        for warning in &result.warnings {
-            let _ = writeln!(out, "    warning    {warning}");
-        }
-        for (key, value) in &result.audit_annotations {
-            let _ = writeln!(out, "    audit      {key}: {value}");
-        }
-        for operation in result.patch.iter().flatten() {
-            let _ = writeln!(
-                out,
-                "    patch      {} {} {}",
-                operation.op, operation.path, operation.value
-            );
-        }
+        write_findings(&mut out, result);
     }
     let denied = results.iter().filter(|r| !r.allowed).count();
     let warned = results
