@@ -524,6 +524,38 @@ async fn per_policy_metrics_count_would_be_denials_of_warn_and_audit_bindings() 
 }
 
 #[tokio::test]
+async fn per_policy_metrics_count_pod_security_modes() {
+    let (router, state) = builtin_router();
+    // The built-in set enforces baseline and warns and audits restricted: a privileged Pod is
+    // refused by baseline (and not warned about, as upstream), and fails restricted's audit.
+    let (_, answer) = call(
+        &router,
+        post_json(
+            "/validate",
+            read_fixture("reviews/pod-create-privileged.json"),
+        ),
+    )
+    .await;
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    let metrics = state.metrics.encode();
+    let line = |binding: &str, action: &str, result: &str| {
+        format!(
+            "portcullis_policy_evaluations_total{{policy=\"pod-security\",binding=\"{binding}\",kind=\"PodSecurity\",action=\"{action}\",result=\"{result}\"}} 1"
+        )
+    };
+    for expected in [
+        line("baseline:latest", "Deny", "fail"),
+        line("restricted:latest", "Audit", "fail"),
+    ] {
+        assert!(metrics.contains(&expected), "no {expected} in\n{metrics}");
+    }
+    assert!(
+        !metrics.contains("kind=\"PodSecurity\",action=\"Warn\""),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
 async fn metrics_and_health_after_traffic() {
     let (router, state) = builtin_router();
     call(

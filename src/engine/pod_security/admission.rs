@@ -47,6 +47,7 @@
 
 use std::collections::HashSet;
 use std::fmt::{self, Write as _};
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -57,7 +58,7 @@ use super::templates::{
 use super::text::go_quote;
 use super::{CheckFailure, Level, LevelVersion, Version, check_pod, violation_message};
 use crate::admission::{AdmissionRequest, Operation};
-use crate::engine::{Decision, Labels, NamespaceLookup, ResourceRule, Violation};
+use crate::engine::{Decision, Labels, NamespaceLookup, PolicyOutcome, ResourceRule, Violation};
 
 // ---------------------------------------------------------------------------------------------
 // Labels, annotations and messages
@@ -208,6 +209,28 @@ fn object_label<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
     at(object, &["metadata", "labels"])
         .get(key)
         .map(|value| value.as_str().unwrap_or(""))
+}
+
+/// Counts a Pod that fails Pod Security under one mode (enforce as `Deny`, `Audit`, `Warn`)
+/// for `portcullis_policy_evaluations_total`: policy `pod-security`, the mode's level as the
+/// binding (`restricted:latest`), so that audit and warn failures are would-be denials. Passes
+/// are not counted, so that a compliant Pod costs no allocation.
+fn record_outcome(
+    decision: &mut Decision,
+    action: &'static str,
+    level: LevelVersion,
+    failures: &[CheckFailure],
+) {
+    if failures.is_empty() {
+        return;
+    }
+    decision.outcomes.push(PolicyOutcome {
+        kind: "PodSecurity",
+        policy: Arc::from(POLICY),
+        binding: Some(Arc::from(level.to_string())),
+        action,
+        result: "fail",
+    });
 }
 
 fn annotate(decision: &mut Decision, key: &str, value: String) {
@@ -597,6 +620,9 @@ impl PodSecurityAdmission {
             annotate(decision, ENFORCE_POLICY_ANNOTATION, value);
             check_pod(policy.enforce, metadata, spec)
         });
+        if let Some(failures) = enforced.as_deref() {
+            record_outcome(decision, "Deny", policy.enforce, failures);
+        }
         if let Some(failures) = enforced.as_deref().filter(|f| !f.is_empty()) {
             decision.violations.push(Violation {
                 policy: POLICY.into(),
@@ -616,6 +642,7 @@ impl PodSecurityAdmission {
                 &audited_owned
             }
         };
+        record_outcome(decision, "Audit", policy.audit, audited);
         if !audited.is_empty() {
             annotate(
                 decision,
@@ -636,6 +663,7 @@ impl PodSecurityAdmission {
                 &warned_owned
             }
         };
+        record_outcome(decision, "Warn", policy.warn, warned);
         if !warned.is_empty() {
             decision
                 .warnings
