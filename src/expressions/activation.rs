@@ -241,6 +241,23 @@ impl<'a> Activation<'a> {
         self
     }
 
+    /// The JSON bound to admission slot `index` (see `SLOTS`): `Ok(None)` when unbound
+    /// (`null`), `Err` when it holds a value that is not JSON.
+    pub(super) fn slot_json(&self, index: usize) -> Result<Option<&'a serde_json::Value>, ()> {
+        match self.slots.get(index) {
+            Some(Some(binding)) => binding.json.map(Some).ok_or(()),
+            _ => Ok(None),
+        }
+    }
+
+    /// The JSON bound to another variable by name, if any.
+    pub(super) fn named_json(&self, name: &str) -> Option<&'a serde_json::Value> {
+        self.extra
+            .iter()
+            .find(|(bound, _)| bound == name)
+            .and_then(|(_, binding)| binding.json)
+    }
+
     /// The value of composition variable `name`, evaluated now if not yet. A variable that
     /// references itself, directly or through others, is an error rather than a deadlock.
     pub fn variable(&self, name: &str) -> Option<Result<&(dyn Val + 'a), CelEvalError>> {

@@ -22,6 +22,7 @@
 
 mod activation;
 mod check;
+mod compiled;
 mod convert;
 mod cost;
 mod expression;
@@ -39,6 +40,7 @@ use cel::parser::Expression as ParsedExpression;
 use cel::{Context, Env, ExecutionError};
 
 pub use activation::{Activation, AuthorizationCheck, AuthorizationDecision, Authorizer};
+pub use compiled::map_order_observed;
 pub use convert::{cel_to_json, json_to_cel, json_to_val};
 pub use expression::{Declarations, Expression, Variables, type_name};
 pub use types::{
@@ -216,6 +218,8 @@ impl CelEvalError {
 /// A compiled expression: immutable, `Send + Sync`, cheap to evaluate many times.
 pub struct CelProgram {
     expression: ParsedExpression,
+    /// The same expression compiled, when every part of it is covered ([`compiled`]).
+    compiled: Option<Box<compiled::CompiledProgram>>,
     env: Arc<Env>,
     limits: CelLimits,
     source: Arc<str>,
@@ -351,6 +355,7 @@ impl CelEnvironment {
         cost::instrument(&mut expression);
         check::instrument(&mut expression);
         Ok(CelProgram {
+            compiled: compiled::compile(&expression).map(Box::new),
             expression,
             env: Arc::clone(&self.env),
             limits: self.limits,
@@ -535,6 +540,31 @@ impl CelProgram {
         &self.source
     }
 
+    /// Whether the compiled evaluator runs this program (else only the interpreter does).
+    pub fn is_compiled(&self) -> bool {
+        self.compiled.is_some()
+    }
+
+    /// Like [`CelProgram::evaluate_with_cost`], with the interpreter only: the oracle the
+    /// compiled evaluator is tested against.
+    pub fn interpret_with_cost(
+        &self,
+        activation: &Activation<'_>,
+    ) -> (Result<cel::Value, CelEvalError>, u64) {
+        let budget = Budget::enter(&self.limits);
+        let resolver = activation.resolver();
+        let mut context = Context::with_env(Arc::clone(&self.env));
+        context.set_variable_resolver(&resolver);
+        let result = cel::Value::resolve_val(&self.expression, &context)
+            .and_then(|value| cel::Value::try_from(value.as_ref()));
+        let (spent, cancelled) = budget.spent();
+        let result = match (result, cancelled) {
+            (Ok(_), true) => Err(self::cancelled("actual cost limit exceeded")),
+            (result, _) => result,
+        };
+        (result.map_err(|error| activation.explain(error)), spent)
+    }
+
     /// Evaluates against `activation`. Nested evaluations (of `variables`) share the outer
     /// evaluation's budget and deadline.
     pub fn evaluate(&self, activation: &Activation<'_>) -> Result<cel::Value, CelEvalError> {
@@ -551,6 +581,27 @@ impl CelProgram {
         activation: &Activation<'_>,
     ) -> (Result<cel::Value, CelEvalError>, u64) {
         let budget = Budget::enter(&self.limits);
+        if let Some(program) = &self.compiled {
+            let start = BUDGET.with(Cell::get);
+            match compiled::run(program, activation) {
+                compiled::Outcome::Value(value) => return (Ok(value), budget.spent().0),
+                compiled::Outcome::Cancelled(message) => {
+                    return (Err(CelEvalError::Cancelled(message)), budget.spent().0);
+                }
+                // Evaluated again from the start: what variables cost stays charged (they
+                // are evaluated once per activation), the clock runs on.
+                compiled::Outcome::Interpret => BUDGET.with(|b| {
+                    if let (Some(start), Some(now)) = (start, b.get()) {
+                        b.set(Some(Remaining {
+                            composed: now.composed,
+                            deadline: now.deadline,
+                            until_clock: now.until_clock,
+                            ..start
+                        }));
+                    }
+                }),
+            }
+        }
         let resolver = activation.resolver();
         let mut context = Context::with_env(Arc::clone(&self.env));
         context.set_variable_resolver(&resolver);

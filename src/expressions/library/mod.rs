@@ -35,6 +35,7 @@ mod urls;
 
 use self::{authz::*, formats::*, lists::*, net::*, patterns::*, quantity::*, semver::*, urls::*};
 pub(crate) use authz::authorizer_value;
+pub(crate) use patterns::cached_regex_match;
 #[cfg(test)]
 pub(crate) use patterns::cached_regexes;
 

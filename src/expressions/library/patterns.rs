@@ -38,6 +38,12 @@ pub(super) fn with_regex<T>(
     })
 }
 
+/// Whether `text` matches `pattern`, compiled through the same cache as `matches`; `None`
+/// when the pattern does not compile.
+pub(crate) fn cached_regex_match(pattern: &str, text: &str) -> Option<bool> {
+    with_regex("matches", pattern, |re| re.is_match(text)).ok()
+}
+
 /// How many regexes this thread has compiled and kept.
 #[cfg(test)]
 pub(crate) fn cached_regexes() -> usize {

@@ -1,0 +1,312 @@
+//! From the instrumented syntax tree to [`Node`]s, or `None` when the expression uses anything
+//! the compiled evaluator does not cover.
+
+use cel::common::ast::{ComprehensionExpr, Expr, IdedExpr, LiteralValue, operators};
+
+use super::{Arithmetic, Comparison, CompiledProgram, Fold, Node, Pattern, TextTest};
+use crate::expressions::cost::{COST_FUNCTION, SIZED_FUNCTION, SizeRule};
+
+/// The admission variables held in the activation's slots, in slot order.
+const SLOTS: [&str; 5] = [
+    "object",
+    "oldObject",
+    "request",
+    "params",
+    "namespaceObject",
+];
+
+/// Names the interpreter resolves specially: not compiled.
+const SPECIAL_NAMES: &[&str] = &["variables", "authorizer"];
+
+/// Compiles `expr` (instrumented), or `None` if some part of it is not covered.
+pub(in crate::expressions) fn compile(expr: &IdedExpr) -> Option<CompiledProgram> {
+    let mut compiler = Compiler::default();
+    let root = compiler.node(expr)?;
+    Some(CompiledProgram {
+        root,
+        locals: compiler.locals,
+    })
+}
+
+#[derive(Default)]
+struct Compiler<'e> {
+    /// Comprehension variables in scope, innermost last.
+    scope: Vec<(&'e str, usize)>,
+    locals: usize,
+}
+
+fn boxed(node: Node) -> Box<Node> {
+    Box::new(node)
+}
+
+fn int_literal(expr: &IdedExpr) -> Option<i64> {
+    match &expr.expr {
+        Expr::Literal(LiteralValue::Int(i)) => Some(*i.inner()),
+        _ => None,
+    }
+}
+
+impl<'e> Compiler<'e> {
+    fn node(&mut self, expr: &'e IdedExpr) -> Option<Node> {
+        Some(match &expr.expr {
+            Expr::Literal(literal) => match literal {
+                LiteralValue::Null => Node::Null,
+                LiteralValue::Boolean(b) => Node::Bool(*b.inner()),
+                LiteralValue::Int(i) => Node::Int(*i.inner()),
+                LiteralValue::UInt(u) => Node::Uint(*u.inner()),
+                LiteralValue::Double(d) => Node::Double(*d.inner()),
+                LiteralValue::String(s) => Node::Text(s.inner().into()),
+                LiteralValue::Bytes(_) => return None,
+            },
+            Expr::Ident(name) => self.ident(name)?,
+            Expr::Select(select) => {
+                if matches!(&select.operand.expr, Expr::Ident(root)
+                    if SPECIAL_NAMES.contains(&root.as_str()) && self.local(root).is_none())
+                {
+                    return None;
+                }
+                let operand = boxed(self.node(&select.operand)?);
+                let field = select.field.as_str().into();
+                if select.test {
+                    Node::Has(operand, field)
+                } else {
+                    Node::Select(operand, field)
+                }
+            }
+            Expr::List(list) => {
+                if !list.optional_indices.is_empty() {
+                    return None;
+                }
+                Node::List(
+                    list.elements
+                        .iter()
+                        .map(|e| self.node(e))
+                        .collect::<Option<_>>()?,
+                )
+            }
+            Expr::Comprehension(comprehension) => self.fold(comprehension)?,
+            Expr::Call(call) => {
+                let name = call.func_name.as_str();
+                let args = call.args.as_slice();
+                match (call.target.as_deref(), name, args) {
+                    (None, COST_FUNCTION, [units, inner]) => Node::Cost(
+                        u64::try_from(int_literal(units)?).ok()?,
+                        boxed(self.node(inner)?),
+                    ),
+                    (None, SIZED_FUNCTION, [site, rule, inner]) => {
+                        let rule = SizeRule::from_code(int_literal(rule)?)?;
+                        if rule == SizeRule::Traversal {
+                            return None;
+                        }
+                        Node::Sized(int_literal(site)?, rule, boxed(self.node(inner)?))
+                    }
+                    (None, "@budget", [inner]) => Node::Budget(boxed(self.node(inner)?)),
+                    (None, operators::NOT_STRICTLY_FALSE, [inner]) => {
+                        Node::NotStrictlyFalse(boxed(self.node(inner)?))
+                    }
+                    (None, operators::LOGICAL_AND, [a, b]) => {
+                        Node::And(boxed(self.node(a)?), boxed(self.node(b)?))
+                    }
+                    (None, operators::LOGICAL_OR, [a, b]) => {
+                        Node::Or(boxed(self.node(a)?), boxed(self.node(b)?))
+                    }
+                    (None, operators::LOGICAL_NOT, [a]) => Node::Not(boxed(self.node(a)?)),
+                    (None, operators::NEGATE, [a]) => Node::Negate(boxed(self.node(a)?)),
+                    (None, operators::CONDITIONAL, [c, a, b]) => {
+                        Node::Conditional(Box::new([self.node(c)?, self.node(a)?, self.node(b)?]))
+                    }
+                    (None, operators::INDEX, [a, b]) => {
+                        Node::Index(boxed(self.node(a)?), boxed(self.node(b)?))
+                    }
+                    (None, operators::IN, [a, b]) => {
+                        Node::In(boxed(self.node(a)?), boxed(self.node(b)?))
+                    }
+                    (None, _, [a, b]) if comparison(name).is_some() => Node::Compare(
+                        comparison(name)?,
+                        boxed(self.node(a)?),
+                        boxed(self.node(b)?),
+                    ),
+                    (None, _, [a, b]) if arithmetic(name).is_some() => Node::Arithmetic(
+                        arithmetic(name)?,
+                        boxed(self.node(a)?),
+                        boxed(self.node(b)?),
+                    ),
+                    (None, "size", [a]) => Node::Size(boxed(self.node(a)?)),
+                    (Some(target), "size", []) if !self.is_namespace(target) => {
+                        Node::Size(boxed(self.node(target)?))
+                    }
+                    (Some(target), "startsWith" | "endsWith" | "contains", [argument])
+                        if !self.is_namespace(target) =>
+                    {
+                        let test = match name {
+                            "startsWith" => TextTest::StartsWith,
+                            "endsWith" => TextTest::EndsWith,
+                            _ => TextTest::Contains,
+                        };
+                        // The interpreter evaluates the argument, then the receiver.
+                        let argument = boxed(self.node(argument)?);
+                        Node::TextTest(test, boxed(self.node(target)?), argument)
+                    }
+                    (None, "@matches", [text, pattern]) => {
+                        let text = boxed(self.node(text)?);
+                        Node::Matches {
+                            text,
+                            pattern: self.pattern(pattern)?,
+                            pattern_first: false,
+                        }
+                    }
+                    (Some(text), "@matches", [pattern]) if !self.is_namespace(text) => {
+                        let pattern = self.pattern(pattern)?;
+                        Node::Matches {
+                            text: boxed(self.node(text)?),
+                            pattern,
+                            pattern_first: true,
+                        }
+                    }
+                    _ => return None,
+                }
+            }
+            Expr::Map(_) | Expr::Struct(_) | Expr::Unspecified => return None,
+        })
+    }
+
+    fn local(&self, name: &str) -> Option<usize> {
+        self.scope
+            .iter()
+            .rev()
+            .find(|(bound, _)| *bound == name)
+            .map(|(_, position)| *position)
+    }
+
+    fn ident(&self, name: &str) -> Option<Node> {
+        if let Some(position) = self.local(name) {
+            return Some(Node::Local(position));
+        }
+        if let Some(slot) = SLOTS.iter().position(|slot| *slot == name) {
+            return Some(Node::Slot(slot));
+        }
+        if SPECIAL_NAMES.contains(&name)
+            || name.starts_with('@')
+            || crate::expressions::check::TYPE_NAMES.contains(&name)
+        {
+            return None;
+        }
+        Some(Node::Named(name.into()))
+    }
+
+    /// A receiver naming a function namespace (`strings.quote(…)`), not a value.
+    fn is_namespace(&self, target: &IdedExpr) -> bool {
+        matches!(&target.expr, Expr::Ident(name)
+            if self.local(name).is_none()
+                && !SLOTS.contains(&name.as_str())
+                && matches!(name.as_str(), "jsonpatch" | "strings" | "lists" | "optional" | "sets" | "math" | "base64" | "format"))
+    }
+
+    fn pattern(&mut self, pattern: &'e IdedExpr) -> Option<Pattern> {
+        if let Expr::Literal(LiteralValue::String(text)) = &pattern.expr {
+            // A pattern that does not compile fails at evaluation: the interpreter words it.
+            if let Ok(regex) = regex::Regex::new(text.inner()) {
+                let units = (text.inner().chars().count() as u64).div_ceil(4);
+                return Some(Pattern::Constant(regex, units));
+            }
+        }
+        Some(Pattern::Computed(boxed(self.node(pattern)?)))
+    }
+
+    fn fold(&mut self, c: &'e ComprehensionExpr) -> Option<Node> {
+        if c.iter_var2.is_some() || c.iter_var == "#unused" {
+            return None;
+        }
+        // The interpreter evaluates the initial value, then the range, outside the scope.
+        let init = self.node(&c.accu_init)?;
+        let range = self.node(&c.iter_range)?;
+        let item = self.locals;
+        let accumulator = self.locals + 1;
+        self.locals += 2;
+        let depth = self.scope.len();
+        self.scope.push((&c.accu_var, accumulator));
+        let condition = self.node(&c.loop_cond)?;
+        self.scope.push((&c.iter_var, item));
+        let step = self.node(&c.loop_step)?;
+        let append = self.append_step(c)?;
+        self.scope.truncate(depth + 1);
+        let result = self.node(&c.result)?;
+        self.scope.truncate(depth);
+        Some(Node::Fold(Box::new(Fold {
+            range,
+            init,
+            item,
+            accumulator,
+            condition,
+            step,
+            result,
+            append,
+        })))
+    }
+
+    /// The interpreter's `AppendStep`: a result that is the accumulator, a constant
+    /// condition, and a step `accu + [x]` or `guard ? accu + [x] : accu`. `Some(None)` when
+    /// the comprehension is not of that shape; `None` when a part is not covered.
+    #[allow(clippy::option_option)]
+    fn append_step(&mut self, c: &'e ComprehensionExpr) -> Option<Option<(Option<Node>, Node)>> {
+        let accu = c.accu_var.as_str();
+        let is_accu = |e: &IdedExpr| matches!(&e.expr, Expr::Ident(name) if name == accu);
+        let items_of = |e: &'e IdedExpr| match &e.expr {
+            Expr::Call(call) if call.func_name == operators::ADD && call.target.is_none() => {
+                match call.args.as_slice() {
+                    [lhs, rhs] if is_accu(lhs) && matches!(rhs.expr, Expr::List(_)) => Some(rhs),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        if !is_accu(&c.result) || !matches!(c.loop_cond.expr, Expr::Literal(_)) {
+            return Some(None);
+        }
+        let (guard, items) = match &c.loop_step.expr {
+            Expr::Call(call)
+                if call.func_name == operators::CONDITIONAL && call.target.is_none() =>
+            {
+                match call.args.as_slice() {
+                    [guard, step, otherwise] if is_accu(otherwise) => match items_of(step) {
+                        Some(items) => (Some(guard), items),
+                        None => return Some(None),
+                    },
+                    _ => return Some(None),
+                }
+            }
+            _ => match items_of(&c.loop_step) {
+                Some(items) => (None, items),
+                None => return Some(None),
+            },
+        };
+        let guard = match guard {
+            Some(guard) => Some(self.node(guard)?),
+            None => None,
+        };
+        Some(Some((guard, self.node(items)?)))
+    }
+}
+
+fn comparison(name: &str) -> Option<Comparison> {
+    Some(match name {
+        operators::EQUALS => Comparison::Equal,
+        operators::NOT_EQUALS => Comparison::NotEqual,
+        operators::LESS => Comparison::Less,
+        operators::LESS_EQUALS => Comparison::LessOrEqual,
+        operators::GREATER => Comparison::Greater,
+        operators::GREATER_EQUALS => Comparison::GreaterOrEqual,
+        _ => return None,
+    })
+}
+
+fn arithmetic(name: &str) -> Option<Arithmetic> {
+    Some(match name {
+        operators::ADD => Arithmetic::Add,
+        operators::SUBSTRACT => Arithmetic::Subtract,
+        operators::MULTIPLY => Arithmetic::Multiply,
+        operators::DIVIDE => Arithmetic::Divide,
+        operators::MODULO => Arithmetic::Modulo,
+        _ => return None,
+    })
+}

@@ -1,0 +1,138 @@
+//! The compiled evaluator: the expressions most policies are made of, translated at load into
+//! a tree of resolved operations that reads the request's JSON where it lies.
+//!
+//! The interpreter ([`cel::Value::resolve_val`]) converts every JSON level it touches into
+//! interpreter maps, resolves names prefix by prefix and looks functions up by name on every
+//! call. Here names are resolved once (admission variables to slots, comprehension variables
+//! to frame positions), functions to operations, regexes with a constant pattern compiled at
+//! load, and values borrow the JSON ([`value::Value`]).
+//!
+//! It covers a subset, and takes the interpreter's answers as the definition:
+//! - at load, an expression with anything outside the subset (other functions, maps,
+//!   optionals, `variables`, `authorizer`, bytes, …) is not compiled, and the interpreter
+//!   evaluates it;
+//! - at evaluation, the compiled tree only produces values: any error, and any operation on
+//!   types it does not handle exactly as the interpreter does (mixed numeric types, equality
+//!   of lists or maps, …), gives up, and the interpreter evaluates the expression again from
+//!   the start with the budget as it was. Evaluating has no side effects but cost, so the
+//!   second run gives exactly the interpreter's answer, error text included.
+//!
+//! It runs the instrumented tree ([`super::cost`], [`super::check::instrument`]) and charges
+//! the same units through the same functions, in the interpreter's order, so that an
+//! evaluation costs the same either way.
+
+mod compile;
+mod eval;
+mod value;
+
+pub(super) use compile::compile;
+pub use eval::map_order_observed;
+pub(super) use eval::{Outcome, run};
+
+use super::cost::SizeRule;
+
+/// A compiled expression.
+#[derive(Debug)]
+pub(super) struct CompiledProgram {
+    root: Node,
+    /// Frame positions the comprehensions use (two each).
+    locals: usize,
+}
+
+/// Comparison operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Comparison {
+    Equal,
+    NotEqual,
+    Less,
+    LessOrEqual,
+    Greater,
+    GreaterOrEqual,
+}
+
+/// Arithmetic operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Arithmetic {
+    Add,
+    Subtract,
+    Multiply,
+    Divide,
+    Modulo,
+}
+
+/// String functions of two strings (receiver, argument).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TextTest {
+    StartsWith,
+    EndsWith,
+    Contains,
+}
+
+/// A regex pattern: compiled at load when constant.
+#[derive(Debug)]
+enum Pattern {
+    Constant(regex::Regex, u64),
+    Computed(Box<Node>),
+}
+
+/// One operation of the tree.
+#[derive(Debug)]
+enum Node {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Uint(u64),
+    Double(f64),
+    Text(Box<str>),
+    /// An admission variable (`object`, `oldObject`, `request`, `params`,
+    /// `namespaceObject`), by its slot in the activation.
+    Slot(usize),
+    /// Another variable bound by name.
+    Named(Box<str>),
+    /// A comprehension variable, by frame position.
+    Local(usize),
+    Select(Box<Node>, Box<str>),
+    Has(Box<Node>, Box<str>),
+    Index(Box<Node>, Box<Node>),
+    And(Box<Node>, Box<Node>),
+    Or(Box<Node>, Box<Node>),
+    Not(Box<Node>),
+    Conditional(Box<[Node; 3]>),
+    NotStrictlyFalse(Box<Node>),
+    Compare(Comparison, Box<Node>, Box<Node>),
+    Arithmetic(Arithmetic, Box<Node>, Box<Node>),
+    Negate(Box<Node>),
+    In(Box<Node>, Box<Node>),
+    Size(Box<Node>),
+    /// `receiver.f(argument)`: the argument is evaluated first, as the interpreter does.
+    TextTest(TextTest, Box<Node>, Box<Node>),
+    /// `text.matches(pattern)`; `pattern_first` when the pattern is evaluated before the text.
+    Matches {
+        text: Box<Node>,
+        pattern: Pattern,
+        pattern_first: bool,
+    },
+    /// `@cost(units, x)`: `x`, then `units` charged.
+    Cost(u64, Box<Node>),
+    /// `@sized(site, rule, x)`: `x`, then its size noted or charged.
+    Sized(i64, SizeRule, Box<Node>),
+    /// `@budget(x)`: `x`, then its size charged to the iteration budget.
+    Budget(Box<Node>),
+    List(Vec<Node>),
+    Fold(Box<Fold>),
+}
+
+/// A comprehension.
+#[derive(Debug)]
+struct Fold {
+    range: Node,
+    init: Node,
+    item: usize,
+    accumulator: usize,
+    condition: Node,
+    step: Node,
+    result: Node,
+    /// `map`'s and `filter`'s steps, which only append to a list that starts empty: the
+    /// guard, if any, and the one-item list appended.
+    append: Option<(Option<Node>, Node)>,
+}

@@ -1,0 +1,138 @@
+//! Values of the compiled evaluator: scalars, strings and JSON containers borrowed from the
+//! request, and the few values an evaluation builds (concatenated strings, lists).
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// A value during one evaluation, borrowing what lives at least as long as `'r` (the
+/// request's JSON, the program's literals).
+#[derive(Debug, Clone)]
+pub(super) enum Value<'r> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Uint(u64),
+    Double(f64),
+    Text(&'r str),
+    OwnedText(Rc<str>),
+    /// A JSON object (a CEL map) or array (a list).
+    Json(&'r serde_json::Value),
+    List(Rc<Vec<Value<'r>>>),
+}
+
+impl<'r> Value<'r> {
+    /// A JSON value as the interpreter sees it: integers `int`, beyond `i64` `uint`, then
+    /// `double` (see [`crate::expressions::json_to_cel`]).
+    pub(super) fn from_json(json: &'r serde_json::Value) -> Self {
+        match json {
+            serde_json::Value::Null => Value::Null,
+            serde_json::Value::Bool(b) => Value::Bool(*b),
+            serde_json::Value::Number(n) => {
+                if let Some(i) = n.as_i64() {
+                    Value::Int(i)
+                } else if let Some(u) = n.as_u64() {
+                    Value::Uint(u)
+                } else {
+                    Value::Double(n.as_f64().unwrap_or(f64::NAN))
+                }
+            }
+            serde_json::Value::String(s) => Value::Text(s),
+            serde_json::Value::Array(_) | serde_json::Value::Object(_) => Value::Json(json),
+        }
+    }
+
+    pub(super) fn text(&self) -> Option<&str> {
+        match self {
+            Value::Text(text) => Some(text),
+            Value::OwnedText(text) => Some(text),
+            _ => None,
+        }
+    }
+
+    pub(super) fn is_list(&self) -> bool {
+        matches!(
+            self,
+            Value::List(_) | Value::Json(serde_json::Value::Array(_))
+        )
+    }
+
+    /// cel-go's `actualSize`: a string's code points, a list's or map's items; `None` for
+    /// values without a size.
+    pub(super) fn size(&self) -> Option<u64> {
+        match self {
+            Value::Text(_) | Value::OwnedText(_) => {
+                Some(self.text().map_or(0, |t| t.chars().count() as u64))
+            }
+            Value::Json(serde_json::Value::Array(items)) => Some(items.len() as u64),
+            Value::Json(serde_json::Value::Object(fields)) => Some(fields.len() as u64),
+            Value::List(items) => Some(items.len() as u64),
+            _ => None,
+        }
+    }
+
+    /// The items of a list, if it is one.
+    pub(super) fn list_items(&self) -> Option<ListItems<'_, 'r>> {
+        match self {
+            Value::Json(serde_json::Value::Array(items)) => Some(ListItems::Json(items.iter())),
+            Value::List(items) => Some(ListItems::Built(items.iter())),
+            _ => None,
+        }
+    }
+
+    /// Equality where it is certain to be the interpreter's: scalars of one type, `null`
+    /// with `null`. `None` for anything else (mixed types, lists, maps).
+    pub(super) fn equals(&self, other: &Value<'r>) -> Option<bool> {
+        match (self, other) {
+            (Value::Null, Value::Null) => Some(true),
+            (Value::Bool(a), Value::Bool(b)) => Some(a == b),
+            (Value::Int(a), Value::Int(b)) => Some(a == b),
+            (Value::Uint(a), Value::Uint(b)) => Some(a == b),
+            (Value::Double(a), Value::Double(b)) => Some(a == b),
+            _ => match (self.text(), other.text()) {
+                (Some(a), Some(b)) => Some(a == b),
+                _ => None,
+            },
+        }
+    }
+
+    /// The value as the interpreter returns it.
+    pub(super) fn to_cel(&self) -> cel::Value {
+        match self {
+            Value::Null => cel::Value::Null,
+            Value::Bool(b) => cel::Value::Bool(*b),
+            Value::Int(i) => cel::Value::Int(*i),
+            Value::Uint(u) => cel::Value::UInt(*u),
+            Value::Double(d) => cel::Value::Float(*d),
+            Value::Text(text) => cel::Value::String(Arc::new((*text).to_owned())),
+            Value::OwnedText(text) => cel::Value::String(Arc::new(text.to_string())),
+            Value::Json(json) => crate::expressions::json_to_cel(json),
+            Value::List(items) => {
+                cel::Value::List(Arc::new(items.iter().map(Value::to_cel).collect()))
+            }
+        }
+    }
+}
+
+/// The items of a list value, borrowed.
+pub(super) enum ListItems<'v, 'r> {
+    Json(std::slice::Iter<'r, serde_json::Value>),
+    Built(std::slice::Iter<'v, Value<'r>>),
+}
+
+impl<'r> Iterator for ListItems<'_, 'r> {
+    type Item = Value<'r>;
+
+    fn next(&mut self) -> Option<Value<'r>> {
+        match self {
+            ListItems::Json(items) => items.next().map(Value::from_json),
+            ListItems::Built(items) => items.next().cloned(),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            ListItems::Json(items) => items.size_hint(),
+            ListItems::Built(items) => items.size_hint(),
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! The compiled CEL evaluator against the interpreter (issue #14): the conformance grammar's
+//! generated expressions (`tests/conformance/grammar.rs`, the same that are checked against
+//! the kube-apiserver) evaluated both ways on generated objects must give the same value or
+//! error and be charged the same cost. Also counts how many the compiled evaluator covers, so
+//! that a change which quietly sends everything to the interpreter fails here.
+
+#[allow(dead_code)]
+#[path = "conformance/grammar.rs"]
+mod grammar;
+
+use grammar::{Grammar, KINDS, Rng, Ty};
+use portcullis::expressions::{Activation, CelEnvironment, CelProgram};
+use serde_json::{Value, json};
+
+/// Seeds and expressions per seed and kind.
+const SEEDS: std::ops::Range<u64> = 1..9;
+const EXPRESSIONS: usize = 150;
+const OBJECTS: usize = 4;
+
+fn request(object: &Value) -> Value {
+    json!({
+        "uid": "u-1",
+        "kind": {"group": "", "version": "v1", "kind": object["kind"]},
+        "resource": {"group": "", "version": "v1", "resource": "things"},
+        "name": object["metadata"]["name"],
+        "namespace": "conformance",
+        "operation": "CREATE",
+        "userInfo": {"username": "alice", "groups": ["system:authenticated", "devs"]},
+        "dryRun": false,
+    })
+}
+
+struct Tally {
+    expressions: usize,
+    compiled: usize,
+    evaluations: usize,
+    by_compiled_value: usize,
+}
+
+/// Evaluates both ways and asserts the same answer and cost. A comprehension over a map that
+/// stops early or builds a list depends on the order of the keys, which CEL leaves open (the
+/// interpreter's maps and the apiserver's are in random order): there only the answer must
+/// agree.
+fn agree(program: &CelProgram, activation: &Activation<'_>, source: &str) -> bool {
+    let compiled = program.evaluate_with_cost(activation);
+    let depends_on_order = portcullis::expressions::map_order_observed();
+    let interpreted = program.interpret_with_cost(activation);
+    if depends_on_order {
+        assert_eq!(
+            compiled.0.is_ok(),
+            interpreted.0.is_ok(),
+            "compiled and interpreted differ for `{source}`: {compiled:?} {interpreted:?}"
+        );
+    } else {
+        assert_eq!(
+            compiled, interpreted,
+            "compiled and interpreted differ for `{source}`"
+        );
+    }
+    compiled.0.is_ok()
+}
+
+#[test]
+fn generated_expressions_agree_with_the_interpreter() {
+    let environment = CelEnvironment::kubernetes();
+    let mut tally = Tally {
+        expressions: 0,
+        compiled: 0,
+        evaluations: 0,
+        by_compiled_value: 0,
+    };
+    for seed in SEEDS {
+        let mut rng = Rng::new(seed);
+        for kind in KINDS {
+            let objects: Vec<Value> = (0..OBJECTS)
+                .map(|i| grammar::object(&mut rng, kind, seed, i, i % 3))
+                .collect();
+            let params = grammar::params_config_map();
+            let mut sources = Vec::new();
+            {
+                let mut g = Grammar::new(&mut rng, kind, true);
+                for i in 0..EXPRESSIONS {
+                    let ty = if i % 2 == 0 { Ty::Bool } else { g.any_type() };
+                    sources.push(g.expr(ty, 0));
+                }
+            }
+            for source in &sources {
+                let Ok(program) = environment.compile(source) else {
+                    continue;
+                };
+                tally.expressions += 1;
+                if !program.is_compiled() {
+                    continue;
+                }
+                tally.compiled += 1;
+                for (i, object) in objects.iter().enumerate() {
+                    let request = request(object);
+                    let old = &objects[(i + 1) % objects.len()];
+                    let activation = Activation::new()
+                        .object(object)
+                        .old_object(old)
+                        .request(&request)
+                        .params(&params);
+                    tally.evaluations += 1;
+                    if agree(&program, &activation, source) {
+                        tally.by_compiled_value += 1;
+                    }
+                }
+            }
+        }
+    }
+    eprintln!(
+        "{} expressions compiled by the environment, {} by the compiled evaluator; {} \
+         evaluations agreed ({} values, the rest errors)",
+        tally.expressions, tally.compiled, tally.evaluations, tally.by_compiled_value
+    );
+    assert!(tally.evaluations > 1000, "too few evaluations compared");
+    assert!(
+        tally.compiled * 4 >= tally.expressions,
+        "the compiled evaluator covers under a quarter of the generated expressions"
+    );
+}
+
+/// Hand-written cases at the edges: each evaluated both ways, with its expected value.
+#[test]
+fn edge_cases_agree_with_the_interpreter() {
+    let environment = CelEnvironment::kubernetes();
+    let object = json!({
+        "metadata": {"name": "wéb-1", "labels": {"app": "web", "a/b": "x"}, "annotations": null},
+        "spec": {
+            "replicas": 3, "big": 18446744073709551615u64, "ratio": 0.5, "flag": true,
+            "containers": [
+                {"name": "a", "image": "r/a:1", "ports": [{"containerPort": 80}]},
+                {"name": "b", "image": "r/b:latest", "env": [{"name": "X"}]}
+            ],
+            "empty": [], "nothing": null,
+        },
+    });
+    let cases: &[(&str, Option<Value>)] = &[
+        ("object.metadata.name.size() == 5", Some(json!(true))),
+        ("size(object.metadata.name)", Some(json!(5))),
+        (
+            "'app' in object.metadata.labels && !('x' in object.metadata.labels)",
+            Some(json!(true)),
+        ),
+        ("has(object.metadata.annotations)", Some(json!(true))),
+        ("object.metadata.annotations == null", Some(json!(true))),
+        (
+            "object.spec.containers.all(c, c.image.matches(':[^/]+$'))",
+            Some(json!(true)),
+        ),
+        (
+            "object.spec.containers.exists(c, c.image.endsWith(':latest'))",
+            Some(json!(true)),
+        ),
+        (
+            "object.spec.containers.exists_one(c, has(c.env))",
+            Some(json!(true)),
+        ),
+        (
+            "object.spec.containers.map(c, c.name)",
+            Some(json!(["a", "b"])),
+        ),
+        (
+            "object.spec.containers.filter(c, has(c.ports)).map(c, c.name + '!')",
+            Some(json!(["a!"])),
+        ),
+        ("object.spec.containers[1].env[0].name", Some(json!("X"))),
+        ("object.metadata.labels['a/b']", Some(json!("x"))),
+        ("object.spec.replicas * 2 - 1", Some(json!(5))),
+        ("object.spec.replicas / 0", None),
+        (
+            "object.spec.replicas % 2 == 1 ? 'odd' : 'even'",
+            Some(json!("odd")),
+        ),
+        ("-object.spec.replicas", Some(json!(-3))),
+        ("object.spec.ratio < 1.0", Some(json!(true))),
+        ("object.spec.replicas < 1.5", None),
+        ("object.spec.replicas == 3.0", None),
+        ("object.spec.big > 1u", Some(json!(true))),
+        ("object.spec.flag || object.spec.missing", Some(json!(true))),
+        ("object.spec.missing || object.spec.flag", Some(json!(true))),
+        ("object.spec.missing && false", Some(json!(false))),
+        ("object.spec.missing", None),
+        ("object.spec.nothing.size()", None),
+        ("object.spec.empty.all(x, false)", Some(json!(true))),
+        ("[1, 2] + object.spec.empty + [3]", Some(json!([1, 2, 3]))),
+        ("'a' + object.metadata.name", Some(json!("awéb-1"))),
+        (
+            "object.metadata.name.contains('é') && object.metadata.name.startsWith('w')",
+            Some(json!(true)),
+        ),
+        (
+            "'web-1'.matches(object.metadata.labels.app)",
+            Some(json!(true)),
+        ),
+        (
+            "object.metadata.name.matches(object.metadata.labels.app)",
+            Some(json!(false)),
+        ),
+        ("object.metadata.name.matches('[')", None),
+        (
+            "object.metadata.labels.all(k, k.size() < 4)",
+            Some(json!(true)),
+        ),
+        ("object.spec.containers.map(c, c.ports).size()", None),
+        ("9223372036854775807 + object.spec.replicas", None),
+        (
+            "object.spec.containers.all(c, c.name in ['a', 'b'])",
+            Some(json!(true)),
+        ),
+        ("2 in [1, 'x', 2]", None),
+    ];
+    let mut compiled = 0;
+    for (source, expected) in cases {
+        let program = environment
+            .compile(source)
+            .unwrap_or_else(|e| panic!("{source}: {e}"));
+        compiled += usize::from(program.is_compiled());
+        let activation = Activation::new().object(&object);
+        let (result, _) = program.evaluate_with_cost(&activation);
+        agree(&program, &activation, source);
+        match expected {
+            Some(expected) => {
+                let value = result.unwrap_or_else(|e| panic!("{source}: {e}"));
+                assert_eq!(
+                    &portcullis::expressions::cel_to_json(&value).unwrap(),
+                    expected,
+                    "{source}"
+                );
+            }
+            None => {
+                let _ = result;
+            }
+        }
+    }
+    assert!(
+        compiled >= cases.len() - 4,
+        "only {compiled} of {} compiled",
+        cases.len()
+    );
+}
