@@ -104,6 +104,19 @@ fn standard_set(c: &mut Criterion) {
             });
         }
     }
+    // The same policy on the interpreter alone (`--cel-evaluator interpreter`), side by side.
+    let context = EvalContext::new(Endpoint::Validate);
+    portcullis::expressions::set_compiled_evaluation(false);
+    group.bench_function("validate/vap-10-validations-interpreter/pod-10kb", |b| {
+        b.iter(|| {
+            black_box(
+                vap_only
+                    .evaluate(black_box(&review.request), &context)
+                    .unwrap(),
+            )
+        })
+    });
+    portcullis::expressions::set_compiled_evaluation(true);
     group.bench_function("parse/pod-10kb", |b| {
         b.iter(|| black_box(parse_review(black_box(&body)).unwrap()))
     });

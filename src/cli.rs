@@ -68,6 +68,20 @@ pub struct CelArgs {
     /// clock, decides in normal operation.
     #[arg(long, env = "PORTCULLIS_CEL_TIMEOUT", default_value = "1s", value_parser = parse_positive_duration)]
     pub cel_timeout: Duration,
+    /// Which evaluator runs CEL: `compiled` (the default: expressions of the common subset
+    /// compiled at load, the rest and every evaluation it gives up on interpreted) or
+    /// `interpreter` (the interpreter alone, for comparison). Answers are the same.
+    #[arg(long, env = "PORTCULLIS_CEL_EVALUATOR", value_enum, default_value_t = CelEvaluator::Compiled)]
+    pub cel_evaluator: CelEvaluator,
+}
+
+/// `--cel-evaluator`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CelEvaluator {
+    /// The compiled evaluator, with the interpreter where it does not apply.
+    Compiled,
+    /// The interpreter only.
+    Interpreter,
 }
 
 fn parse_positive_duration(value: &str) -> Result<Duration, String> {

@@ -37,6 +37,9 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Certs(_) | Command::WebhookConfig(_) => None,
     };
     if let Some(cel) = cel {
+        crate::expressions::set_compiled_evaluation(
+            cel.cel_evaluator == crate::cli::CelEvaluator::Compiled,
+        );
         // First thing, before any policy compiles: the limits are fixed at first use.
         let requested = CelLimits {
             max_iterations: cel.cel_max_iterations,

@@ -32,6 +32,7 @@ mod nesting;
 mod types;
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -129,6 +130,15 @@ impl CostBudget {
             None => Err(OUT_OF_BUDGET),
         }
     }
+}
+
+/// Whether programs run on the compiled evaluator where they can (`--cel-evaluator`).
+static COMPILED_EVALUATION: AtomicBool = AtomicBool::new(true);
+
+/// Chooses, for the whole process, whether programs run on the compiled evaluator where they
+/// can (the default) or on the interpreter alone (`--cel-evaluator interpreter`).
+pub fn set_compiled_evaluation(enabled: bool) {
+    COMPILED_EVALUATION.store(enabled, Ordering::Relaxed);
 }
 
 /// The process-wide limits of [`CelEnvironment::kubernetes`], fixed at first use.
@@ -580,27 +590,28 @@ impl CelProgram {
         &self,
         activation: &Activation<'_>,
     ) -> (Result<cel::Value, CelEvalError>, u64) {
-        let budget = Budget::enter(&self.limits);
-        if let Some(program) = &self.compiled {
-            let start = BUDGET.with(Cell::get);
-            match compiled::run(program, activation) {
-                compiled::Outcome::Value(value) => return (Ok(value), budget.spent().0),
+        let mut deadline = None;
+        if let Some(program) = &self.compiled
+            && COMPILED_EVALUATION.load(Ordering::Relaxed)
+        {
+            let mut budget = LocalBudget::enter(&self.limits);
+            match compiled::run(program, activation, &mut budget) {
+                compiled::Outcome::Value(value) => return (Ok(value), budget.leave()),
                 compiled::Outcome::Cancelled(message) => {
-                    return (Err(CelEvalError::Cancelled(message)), budget.spent().0);
+                    return (Err(CelEvalError::Cancelled(message)), budget.leave());
                 }
-                // Evaluated again from the start: what variables cost stays charged (they
-                // are evaluated once per activation), the clock runs on.
-                compiled::Outcome::Interpret => BUDGET.with(|b| {
-                    if let (Some(start), Some(now)) = (start, b.get()) {
-                        b.set(Some(Remaining {
-                            composed: now.composed,
-                            deadline: now.deadline,
-                            until_clock: now.until_clock,
-                            ..start
-                        }));
-                    }
-                }),
+                // Evaluated again from the start, by the interpreter; the clock runs on.
+                compiled::Outcome::Interpret => deadline = budget.deadline(),
             }
+        }
+        let budget = Budget::enter(&self.limits);
+        if deadline.is_some() {
+            BUDGET.with(|b| {
+                if let Some(mut remaining) = b.get() {
+                    remaining.deadline = remaining.deadline.or(deadline);
+                    b.set(Some(remaining));
+                }
+            });
         }
         let resolver = activation.resolver();
         let mut context = Context::with_env(Arc::clone(&self.env));
@@ -654,27 +665,59 @@ struct Budget {
     limit: u64,
 }
 
+impl Remaining {
+    /// The budget of an evaluation starting inside `outer` (or at the top).
+    fn entered(outer: Option<Remaining>, limits: &CelLimits) -> Remaining {
+        match outer {
+            Some(outer) => Remaining {
+                cost: limits.max_cost,
+                overshoot: 0,
+                composed: 0,
+                ..outer
+            },
+            None => Remaining {
+                iterations: limits.max_iterations,
+                cost: limits.max_cost,
+                overshoot: 0,
+                composed: 0,
+                deadline: None,
+                max_eval_time: limits.max_eval_time,
+                until_clock: CHARGES_PER_CLOCK_READING,
+            },
+        }
+    }
+
+    /// What an evaluation with this cost `limit` was charged (its own units and its
+    /// variables').
+    fn charged(&self, limit: u64) -> u64 {
+        (limit.saturating_sub(self.cost))
+            .saturating_add(self.overshoot)
+            .saturating_add(self.composed)
+    }
+
+    /// The outer evaluation's budget once the inner one, with this `limit`, is done.
+    fn restored(
+        outer: Option<Remaining>,
+        inner: Option<Remaining>,
+        limit: u64,
+    ) -> Option<Remaining> {
+        match (outer, inner) {
+            (Some(outer), Some(inner)) => Some(Remaining {
+                iterations: inner.iterations,
+                until_clock: inner.until_clock,
+                composed: outer.composed.saturating_add(inner.charged(limit)),
+                ..outer
+            }),
+            (outer, _) => outer,
+        }
+    }
+}
+
 impl Budget {
     fn enter(limits: &CelLimits) -> Budget {
         BUDGET.with(|b| {
             let outer = b.get();
-            b.set(Some(match outer {
-                Some(outer) => Remaining {
-                    cost: limits.max_cost,
-                    overshoot: 0,
-                    composed: 0,
-                    ..outer
-                },
-                None => Remaining {
-                    iterations: limits.max_iterations,
-                    cost: limits.max_cost,
-                    overshoot: 0,
-                    composed: 0,
-                    deadline: None,
-                    max_eval_time: limits.max_eval_time,
-                    until_clock: CHARGES_PER_CLOCK_READING,
-                },
-            }));
+            b.set(Some(Remaining::entered(outer, limits)));
             Budget {
                 outer,
                 limit: limits.max_cost,
@@ -687,34 +730,14 @@ impl Budget {
     fn spent(&self) -> (u64, bool) {
         BUDGET.with(|b| {
             b.get()
-                .map_or((0, false), |r| (self.charged(&r), r.overshoot > 0))
+                .map_or((0, false), |r| (r.charged(self.limit), r.overshoot > 0))
         })
-    }
-
-    fn charged(&self, r: &Remaining) -> u64 {
-        (self.limit.saturating_sub(r.cost))
-            .saturating_add(r.overshoot)
-            .saturating_add(r.composed)
     }
 }
 
 impl Drop for Budget {
     fn drop(&mut self) {
-        BUDGET.with(|b| {
-            let restored = match (self.outer, b.get()) {
-                (Some(outer), Some(inner)) => {
-                    let inner_spent = self.charged(&inner);
-                    Some(Remaining {
-                        iterations: inner.iterations,
-                        until_clock: inner.until_clock,
-                        composed: outer.composed.saturating_add(inner_spent),
-                        ..outer
-                    })
-                }
-                (outer, _) => outer,
-            };
-            b.set(restored);
-        });
+        BUDGET.with(|b| b.set(Remaining::restored(self.outer, b.get(), self.limit)));
     }
 }
 
@@ -742,38 +765,63 @@ fn cancelled(message: &str) -> ExecutionError {
 
 /// Charges `iterations` to the running evaluation's iteration budget.
 pub(crate) fn charge(iterations: u64) -> Result<(), ExecutionError> {
-    // Once over, every later charge fails too, so that no operator absorbs the error.
-    spend(
-        |remaining| match remaining.iterations.checked_sub(iterations) {
-            Some(left) => {
-                remaining.iterations = left;
-                Ok(())
-            }
-            None => {
-                remaining.iterations = 0;
-                Err(cancelled(
-                    "comprehension iteration limit exceeded (--cel-max-iterations)",
-                ))
-            }
-        },
-    )
+    spend(|remaining| remaining.charge_iterations(iterations))
 }
 
 /// Charges `units` of runtime cost to the running evaluation.
 pub(crate) fn charge_cost(units: u64) -> Result<(), ExecutionError> {
-    spend(|remaining| match remaining.cost.checked_sub(units) {
-        Some(left) => {
-            remaining.cost = left;
-            Ok(())
-        }
-        None => {
-            if remaining.overshoot == 0 {
-                remaining.overshoot = units - remaining.cost;
+    spend(|remaining| remaining.charge_cost(units))
+}
+
+impl Remaining {
+    fn charge_iterations(&mut self, iterations: u64) -> Result<(), ExecutionError> {
+        // Once over, every later charge fails too, so that no operator absorbs the error.
+        match self.iterations.checked_sub(iterations) {
+            Some(left) => {
+                self.iterations = left;
+                self.tick()
             }
-            remaining.cost = 0;
-            Err(cancelled("actual cost limit exceeded"))
+            None => {
+                self.iterations = 0;
+                Err(cancelled(
+                    "comprehension iteration limit exceeded (--cel-max-iterations)",
+                ))
+            }
         }
-    })
+    }
+
+    fn charge_cost(&mut self, units: u64) -> Result<(), ExecutionError> {
+        match self.cost.checked_sub(units) {
+            Some(left) => {
+                self.cost = left;
+                self.tick()
+            }
+            None => {
+                if self.overshoot == 0 {
+                    self.overshoot = units - self.cost;
+                }
+                self.cost = 0;
+                Err(cancelled("actual cost limit exceeded"))
+            }
+        }
+    }
+
+    /// Counts one charge; every [`CHARGES_PER_CLOCK_READING`] charges, reads the clock.
+    fn tick(&mut self) -> Result<(), ExecutionError> {
+        self.until_clock = self.until_clock.saturating_sub(1);
+        if self.until_clock == 0 {
+            let now = evaluation_clock();
+            match self.deadline {
+                None => self.deadline = Some(now + self.max_eval_time),
+                Some(deadline) if now > deadline => {
+                    return Err(cancelled("deadline exceeded (--cel-timeout)"));
+                }
+                Some(_) => {}
+            }
+            self.until_clock = CHARGES_PER_CLOCK_READING;
+        }
+        Ok(())
+    }
 }
 
 fn spend(
@@ -783,25 +831,64 @@ fn spend(
         let Some(mut remaining) = b.get() else {
             return Ok(());
         };
-        if let Err(error) = take(&mut remaining) {
+        let result = take(&mut remaining);
+        // A deadline overrun leaves the budget as it was before the charge.
+        if !matches!(&result, Err(ExecutionError::FunctionError { message, .. }) if message.starts_with("deadline")) {
             b.set(Some(remaining));
-            return Err(error);
         }
-        remaining.until_clock = remaining.until_clock.saturating_sub(1);
-        if remaining.until_clock == 0 {
-            let now = evaluation_clock();
-            match remaining.deadline {
-                None => remaining.deadline = Some(now + remaining.max_eval_time),
-                Some(deadline) if now > deadline => {
-                    return Err(cancelled("deadline exceeded (--cel-timeout)"));
-                }
-                Some(_) => {}
-            }
-            remaining.until_clock = CHARGES_PER_CLOCK_READING;
-        }
-        b.set(Some(remaining));
-        Ok(())
+        result
     })
+}
+
+/// The budget of one evaluation by the compiled evaluator, held where it runs (no
+/// thread-local access per charge): taken from the evaluation it runs in, if any, and given
+/// back by [`LocalBudget::leave`]. The compiled evaluator evaluates nothing nested (no
+/// `variables`), so nothing else charges meanwhile.
+pub(crate) struct LocalBudget {
+    outer: Option<Remaining>,
+    remaining: Remaining,
+    limit: u64,
+}
+
+impl LocalBudget {
+    /// The budget of an evaluation with `limits`, starting now.
+    fn enter(limits: &CelLimits) -> Self {
+        let outer = BUDGET.with(Cell::get);
+        LocalBudget {
+            outer,
+            remaining: Remaining::entered(outer, limits),
+            limit: limits.max_cost,
+        }
+    }
+
+    /// Charges `units` of runtime cost.
+    pub(crate) fn charge_cost(&mut self, units: u64) -> Result<(), ExecutionError> {
+        self.remaining.charge_cost(units)
+    }
+
+    /// Charges `iterations` to the iteration budget.
+    pub(crate) fn charge_iterations(&mut self, iterations: u64) -> Result<(), ExecutionError> {
+        self.remaining.charge_iterations(iterations)
+    }
+
+    /// Ends the evaluation: what it cost, charged to the one it ran in.
+    fn leave(self) -> u64 {
+        if self.outer.is_some() {
+            BUDGET.with(|b| {
+                b.set(Remaining::restored(
+                    self.outer,
+                    Some(self.remaining),
+                    self.limit,
+                ));
+            });
+        }
+        self.remaining.charged(self.limit)
+    }
+
+    /// The deadline set while it ran, if the clock was read.
+    fn deadline(&self) -> Option<Duration> {
+        self.remaining.deadline
+    }
 }
 
 /// Kubernetes-style text for a `cel` error.

@@ -65,12 +65,16 @@ impl<'e> Compiler<'e> {
                 {
                     return None;
                 }
-                let operand = boxed(self.node(&select.operand)?);
-                let field = select.field.as_str().into();
-                if select.test {
-                    Node::Has(operand, field)
-                } else {
-                    Node::Select(operand, field)
+                let operand = self.node(&select.operand)?;
+                let field: Box<str> = select.field.as_str().into();
+                match operand {
+                    _ if select.test => Node::Has(boxed(operand), field),
+                    Node::Select(base, fields) => {
+                        let mut fields = fields.into_vec();
+                        fields.push(field);
+                        Node::Select(base, fields.into_boxed_slice())
+                    }
+                    operand => Node::Select(boxed(operand), Box::new([field])),
                 }
             }
             Expr::List(list) => {

@@ -5,8 +5,8 @@ use std::rc::Rc;
 
 use super::value::Value;
 use super::{Arithmetic, Comparison, CompiledProgram, Fold, Node, Pattern, TextTest};
-use crate::expressions::Activation;
 use crate::expressions::cost::SizeRule;
+use crate::expressions::{Activation, LocalBudget};
 
 /// How a compiled evaluation ended.
 pub(in crate::expressions) enum Outcome {
@@ -18,10 +18,10 @@ pub(in crate::expressions) enum Outcome {
     Cancelled(String),
 }
 
-/// Why an evaluation stopped.
+/// Why an evaluation stopped (a cancellation's message is in [`Frame::cancelled`]).
 enum Stop {
     Interpret,
-    Cancelled(String),
+    Cancelled,
 }
 
 type Step<T> = Result<T, Stop>;
@@ -44,46 +44,36 @@ fn observe_map_order(range: &Value<'_>) {
     }
 }
 
-/// Runs `program` against `activation`, charging the running evaluation's budget.
+/// Runs `program` against `activation`, charging `budget`.
 pub(in crate::expressions) fn run(
     program: &CompiledProgram,
     activation: &Activation<'_>,
+    budget: &mut LocalBudget,
 ) -> Outcome {
     MAP_ORDER_OBSERVED.with(|observed| observed.set(false));
     let mut frame = Frame {
         activation,
         locals: vec![Value::Null; program.locals],
         noted: Vec::new(),
+        budget,
+        cancelled: None,
     };
-    match frame.eval(&program.root) {
+    let outcome = match frame.eval(&program.root) {
         Ok(value) => Outcome::Value(value.to_cel()),
         Err(Stop::Interpret) => Outcome::Interpret,
-        Err(Stop::Cancelled(message)) => Outcome::Cancelled(message),
-    }
+        Err(Stop::Cancelled) => Outcome::Cancelled(frame.cancelled.take().unwrap_or_default()),
+    };
+    outcome
 }
 
-struct Frame<'r, 'a> {
+struct Frame<'r, 'a, 'b> {
     activation: &'r Activation<'a>,
     locals: Vec<Value<'r>>,
     /// The first operands' sizes of two-operand sized calls being evaluated, by site.
     noted: Vec<(i64, (u64, bool))>,
-}
-
-/// A charge refused: the deadline is final, anything else (the cost limit, the iteration
-/// budget) is left to the interpreter, which words it.
-fn refused(error: cel::ExecutionError) -> Stop {
-    match error {
-        cel::ExecutionError::FunctionError { function, message }
-            if function == "budget" && message.starts_with("deadline exceeded") =>
-        {
-            Stop::Cancelled(message)
-        }
-        _ => Stop::Interpret,
-    }
-}
-
-fn charge_cost(units: u64) -> Step<()> {
-    crate::expressions::charge_cost(units).map_err(refused)
+    budget: &'b mut LocalBudget,
+    /// Why the evaluation was cancelled.
+    cancelled: Option<String>,
 }
 
 fn boolean(value: Value<'_>) -> Step<bool> {
@@ -93,7 +83,94 @@ fn boolean(value: Value<'_>) -> Step<bool> {
     }
 }
 
-impl<'r, 'a: 'r> Frame<'r, 'a> {
+impl<'r, 'a: 'r> Frame<'r, 'a, '_> {
+    /// A charge refused: the deadline is final, anything else (the cost limit, the
+    /// iteration budget) is left to the interpreter, which words it.
+    fn refused(&mut self, error: cel::ExecutionError) -> Stop {
+        match error {
+            cel::ExecutionError::FunctionError { function, message }
+                if function == "budget" && message.starts_with("deadline exceeded") =>
+            {
+                self.cancelled = Some(message);
+                Stop::Cancelled
+            }
+            _ => Stop::Interpret,
+        }
+    }
+
+    fn charge_cost(&mut self, units: u64) -> Step<()> {
+        self.budget
+            .charge_cost(units)
+            .map_err(|error| self.refused(error))
+    }
+
+    /// Evaluates a node that must give a bool (its result returns in a register, where
+    /// [`Frame::eval`]'s goes through memory).
+    fn eval_bool(&mut self, node: &'r Node) -> Step<bool> {
+        match node {
+            Node::Bool(b) => Ok(*b),
+            Node::Local(position) => match &self.locals[*position] {
+                Value::Bool(b) => Ok(*b),
+                _ => Err(Stop::Interpret),
+            },
+            Node::Has(operand, field) => match self.eval(operand)? {
+                Value::Json(serde_json::Value::Object(fields)) => Ok(fields.contains_key(&**field)),
+                _ => Err(Stop::Interpret),
+            },
+            Node::And(left, right) => Ok(self.eval_bool(left)? && self.eval_bool(right)?),
+            Node::Or(left, right) => Ok(self.eval_bool(left)? || self.eval_bool(right)?),
+            Node::Not(operand) | Node::NotStrictlyFalse(operand) => {
+                let value = self.eval_bool(operand)?;
+                Ok(if matches!(node, Node::Not(_)) {
+                    !value
+                } else {
+                    value
+                })
+            }
+            Node::Conditional(parts) => {
+                let [condition, then, otherwise] = &**parts;
+                if self.eval_bool(condition)? {
+                    self.eval_bool(then)
+                } else {
+                    self.eval_bool(otherwise)
+                }
+            }
+            Node::Compare(comparison, left, right) => {
+                let left = self.eval(left)?;
+                let right = self.eval(right)?;
+                compare(*comparison, &left, &right)
+            }
+            Node::In(element, container) => {
+                let element = self.eval(element)?;
+                let container = self.eval(container)?;
+                contains(&container, &element)
+            }
+            Node::TextTest(test, receiver, argument) => {
+                let argument = self.eval(argument)?;
+                let receiver = self.eval(receiver)?;
+                let (Some(text), Some(part)) = (receiver.text(), argument.text()) else {
+                    return Err(Stop::Interpret);
+                };
+                Ok(match test {
+                    TextTest::StartsWith => text.starts_with(part),
+                    TextTest::EndsWith => text.ends_with(part),
+                    TextTest::Contains => text.contains(part),
+                })
+            }
+            Node::Matches {
+                text,
+                pattern,
+                pattern_first,
+            } => self.matches(text, pattern, *pattern_first),
+            Node::Cost(units, inner) => {
+                let value = self.eval_bool(inner)?;
+                self.charge_cost(*units)?;
+                Ok(value)
+            }
+            _ => boolean(self.eval(node)?),
+        }
+    }
+
     fn eval(&mut self, node: &'r Node) -> Step<Value<'r>> {
         Ok(match node {
             Node::Null => Value::Null,
@@ -112,54 +189,41 @@ impl<'r, 'a: 'r> Frame<'r, 'a> {
                 None => return Err(Stop::Interpret),
             },
             Node::Local(position) => self.locals[*position].clone(),
-            Node::Select(operand, field) => match self.eval(operand)? {
-                Value::Json(serde_json::Value::Object(fields)) => {
-                    Value::from_json(fields.get(&**field).ok_or(Stop::Interpret)?)
+            Node::Select(operand, fields) => {
+                let Value::Json(mut json) = self.eval(operand)? else {
+                    return Err(Stop::Interpret);
+                };
+                for field in fields {
+                    json = match json {
+                        serde_json::Value::Object(members) => {
+                            members.get(&**field).ok_or(Stop::Interpret)?
+                        }
+                        _ => return Err(Stop::Interpret),
+                    };
                 }
-                _ => return Err(Stop::Interpret),
-            },
-            Node::Has(operand, field) => match self.eval(operand)? {
-                Value::Json(serde_json::Value::Object(fields)) => {
-                    Value::Bool(fields.contains_key(&**field))
-                }
-                _ => return Err(Stop::Interpret),
-            },
+                Value::from_json(json)
+            }
+            Node::Has(..)
+            | Node::And(..)
+            | Node::Or(..)
+            | Node::Not(..)
+            | Node::NotStrictlyFalse(..)
+            | Node::Compare(..)
+            | Node::In(..)
+            | Node::TextTest(..)
+            | Node::Matches { .. } => Value::Bool(self.eval_bool(node)?),
             Node::Index(operand, index) => {
                 let operand = self.eval(operand)?;
                 let index = self.eval(index)?;
                 index_into(&operand, &index)?
             }
-            Node::And(left, right) => {
-                if !boolean(self.eval(left)?)? {
-                    Value::Bool(false)
-                } else {
-                    Value::Bool(boolean(self.eval(right)?)?)
-                }
-            }
-            Node::Or(left, right) => {
-                if boolean(self.eval(left)?)? {
-                    Value::Bool(true)
-                } else {
-                    Value::Bool(boolean(self.eval(right)?)?)
-                }
-            }
-            Node::Not(operand) => Value::Bool(!boolean(self.eval(operand)?)?),
             Node::Conditional(parts) => {
                 let [condition, then, otherwise] = &**parts;
-                if boolean(self.eval(condition)?)? {
+                if self.eval_bool(condition)? {
                     self.eval(then)?
                 } else {
                     self.eval(otherwise)?
                 }
-            }
-            Node::NotStrictlyFalse(operand) => match self.eval(operand)? {
-                Value::Bool(b) => Value::Bool(b),
-                _ => return Err(Stop::Interpret),
-            },
-            Node::Compare(comparison, left, right) => {
-                let left = self.eval(left)?;
-                let right = self.eval(right)?;
-                Value::Bool(compare(*comparison, &left, &right)?)
             }
             Node::Arithmetic(operator, left, right) => {
                 let left = self.eval(left)?;
@@ -171,36 +235,14 @@ impl<'r, 'a: 'r> Frame<'r, 'a> {
                 Value::Double(d) => Value::Double(-d),
                 _ => return Err(Stop::Interpret),
             },
-            Node::In(element, container) => {
-                let element = self.eval(element)?;
-                let container = self.eval(container)?;
-                Value::Bool(contains(&container, &element)?)
-            }
             Node::Size(operand) => {
                 let value = self.eval(operand)?;
                 let size = value.size().ok_or(Stop::Interpret)?;
                 Value::Int(i64::try_from(size).map_err(|_| Stop::Interpret)?)
             }
-            Node::TextTest(test, receiver, argument) => {
-                let argument = self.eval(argument)?;
-                let receiver = self.eval(receiver)?;
-                let (Some(text), Some(part)) = (receiver.text(), argument.text()) else {
-                    return Err(Stop::Interpret);
-                };
-                Value::Bool(match test {
-                    TextTest::StartsWith => text.starts_with(part),
-                    TextTest::EndsWith => text.ends_with(part),
-                    TextTest::Contains => text.contains(part),
-                })
-            }
-            Node::Matches {
-                text,
-                pattern,
-                pattern_first,
-            } => self.matches(text, pattern, *pattern_first)?,
             Node::Cost(units, inner) => {
                 let value = self.eval(inner)?;
-                charge_cost(*units)?;
+                self.charge_cost(*units)?;
                 value
             }
             Node::Sized(site, rule, inner) => {
@@ -211,7 +253,9 @@ impl<'r, 'a: 'r> Frame<'r, 'a> {
             Node::Budget(inner) => {
                 let value = self.eval(inner)?;
                 let size = value.size().map_or(1, |size| size.max(1));
-                crate::expressions::charge(size).map_err(refused)?;
+                self.budget
+                    .charge_iterations(size)
+                    .map_err(|error| self.refused(error))?;
                 value
             }
             Node::List(items) => {
@@ -225,12 +269,7 @@ impl<'r, 'a: 'r> Frame<'r, 'a> {
         })
     }
 
-    fn matches(
-        &mut self,
-        text: &'r Node,
-        pattern: &'r Pattern,
-        pattern_first: bool,
-    ) -> Step<Value<'r>> {
+    fn matches(&mut self, text: &'r Node, pattern: &'r Pattern, pattern_first: bool) -> Step<bool> {
         let computed = |frame: &mut Self| match pattern {
             Pattern::Computed(node) => frame.eval(node).map(Some),
             Pattern::Constant(..) => Ok(None),
@@ -250,16 +289,15 @@ impl<'r, 'a: 'r> Frame<'r, 'a> {
         let text_units = (1 + text.chars().count() as u64).div_ceil(10);
         match (pattern, computed) {
             (Pattern::Constant(regex, pattern_units), _) => {
-                charge_cost(text_units * pattern_units)?;
-                Ok(Value::Bool(regex.is_match(text)))
+                self.charge_cost(text_units * pattern_units)?;
+                Ok(regex.is_match(text))
             }
             (Pattern::Computed(_), Some(pattern)) => {
                 let Some(pattern) = pattern.text() else {
                     return Err(Stop::Interpret);
                 };
-                charge_cost(text_units * (pattern.chars().count() as u64).div_ceil(4))?;
+                self.charge_cost(text_units * (pattern.chars().count() as u64).div_ceil(4))?;
                 crate::expressions::library::cached_regex_match(pattern, text)
-                    .map(Value::Bool)
                     .ok_or(Stop::Interpret)
             }
             (Pattern::Computed(_), None) => Err(Stop::Interpret),
@@ -282,14 +320,14 @@ impl<'r, 'a: 'r> Frame<'r, 'a> {
                 Ok(())
             }
             SizeRule::InList | SizeRule::Text | SizeRule::TextTwice => {
-                charge_cost(rule.units((0, false), operand))
+                self.charge_cost(rule.units((0, false), operand))
             }
             SizeRule::Traversal => Err(Stop::Interpret),
             SizeRule::Min | SizeRule::MinOfText | SizeRule::SumOfText | SizeRule::Product => {
                 match self.noted.iter().position(|(s, _)| *s == site) {
                     Some(at) => {
                         let first = self.noted.swap_remove(at).1;
-                        charge_cost(rule.units(first, operand))
+                        self.charge_cost(rule.units(first, operand))
                     }
                     None => Ok(()),
                 }
@@ -309,7 +347,7 @@ impl<'r, 'a: 'r> Frame<'r, 'a> {
         observe_map_order(&range);
         let items = FoldItems::of(&range)?;
         for item in items {
-            if !boolean(self.eval(&fold.condition)?)? {
+            if !self.eval_bool(&fold.condition)? {
                 break;
             }
             self.locals[fold.item] = item;
@@ -333,12 +371,12 @@ impl<'r, 'a: 'r> Frame<'r, 'a> {
         let elements = FoldItems::of(range)?;
         let mut accumulated = Vec::with_capacity(elements.size_hint().0);
         for element in elements {
-            if !boolean(self.eval(&fold.condition)?)? {
+            if !self.eval_bool(&fold.condition)? {
                 break;
             }
             self.locals[fold.item] = element;
             if let Some(guard) = guard
-                && !boolean(self.eval(guard)?)?
+                && !self.eval_bool(guard)?
             {
                 continue;
             }

@@ -91,7 +91,8 @@ enum Node {
     Named(Box<str>),
     /// A comprehension variable, by frame position.
     Local(usize),
-    Select(Box<Node>, Box<str>),
+    /// Fields selected one after the other (`object.spec.containers`).
+    Select(Box<Node>, Box<[Box<str>]>),
     Has(Box<Node>, Box<str>),
     Index(Box<Node>, Box<Node>),
     And(Box<Node>, Box<Node>),
