@@ -58,12 +58,11 @@ pub(in crate::expressions) fn run(
         budget,
         cancelled: None,
     };
-    let outcome = match frame.eval(&program.root) {
+    match frame.eval(&program.root) {
         Ok(value) => Outcome::Value(value.to_cel()),
         Err(Stop::Interpret) => Outcome::Interpret,
         Err(Stop::Cancelled) => Outcome::Cancelled(frame.cancelled.take().unwrap_or_default()),
-    };
-    outcome
+    }
 }
 
 struct Frame<'r, 'a, 'b> {
