@@ -6,7 +6,12 @@ use std::sync::Arc;
 
 /// A value during one evaluation, borrowing what lives at least as long as `'r` (the
 /// request's JSON, the program's literals).
+///
+/// Laid out with the tag apart from an aligned payload: returned through memory, the value
+/// is then copied in aligned words (with the payload packed after the tag, the copies
+/// straddled the callee's stores and stalled).
 #[derive(Debug, Clone)]
+#[repr(C, u8)]
 pub(super) enum Value<'r> {
     Null,
     Bool(bool),
