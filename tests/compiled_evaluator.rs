@@ -210,6 +210,42 @@ fn edge_cases_agree_with_the_interpreter() {
             Some(json!(true)),
         ),
         ("2 in [1, 'x', 2]", None),
+        (
+            "object.metadata.labels[?'app'].orValue('none')",
+            Some(json!("web")),
+        ),
+        (
+            "object.metadata.labels[?'zzz'].orValue('none')",
+            Some(json!("none")),
+        ),
+        ("object.spec.?missing.?deeper.orValue(1)", Some(json!(1))),
+        (
+            "object.spec.?containers[0].name.orValue('')",
+            Some(json!("a")),
+        ),
+        (
+            "object.spec.?containers[5].name.orValue('')",
+            Some(json!("")),
+        ),
+        ("object.?spec.replicas.hasValue()", Some(json!(true))),
+        ("has(object.?spec.replicas)", None),
+        (
+            "optional.of(object.spec.replicas).value() + 1",
+            Some(json!(4)),
+        ),
+        ("optional.none().orValue('x')", Some(json!("x"))),
+        ("object.metadata.labels[?'app']", None),
+        (
+            "string(object.spec.replicas) + string(object.spec.flag)",
+            Some(json!("3true")),
+        ),
+        ("int('42') + int(object.spec.replicas)", Some(json!(45))),
+        ("int('4x2')", None),
+        ("string(object.spec.ratio)", None),
+        (
+            "object.metadata.name.upperAscii() + 'ABC'.lowerAscii()",
+            Some(json!("WéB-1abc")),
+        ),
     ];
     let mut compiled = 0;
     for (source, expected) in cases {

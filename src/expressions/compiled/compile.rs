@@ -167,6 +167,38 @@ impl<'e> Compiler<'e> {
                             pattern_first: true,
                         }
                     }
+                    (None, operators::OPT_INDEX, [a, b]) => {
+                        Node::OptionalIndex(boxed(self.node(a)?), boxed(self.node(b)?))
+                    }
+                    (None, operators::OPT_SELECT, [a, field]) => match &field.expr {
+                        Expr::Literal(LiteralValue::String(field)) => {
+                            Node::OptionalSelect(boxed(self.node(a)?), field.inner().into())
+                        }
+                        _ => return None,
+                    },
+                    (Some(target), "of", [x]) if self.names(target, "optional") => {
+                        Node::OptionalOf(boxed(self.node(x)?))
+                    }
+                    (Some(target), "none", []) if self.names(target, "optional") => {
+                        Node::OptionalNone
+                    }
+                    (Some(target), "orValue", [x]) if !self.is_namespace(target) => {
+                        let x = boxed(self.node(x)?);
+                        Node::OrValue(boxed(self.node(target)?), x)
+                    }
+                    (Some(target), "hasValue", []) if !self.is_namespace(target) => {
+                        Node::HasValue(boxed(self.node(target)?))
+                    }
+                    (Some(target), "value", []) if !self.is_namespace(target) => {
+                        Node::OptionalValue(boxed(self.node(target)?))
+                    }
+                    (None, "string", [x]) => Node::ToText(boxed(self.node(x)?)),
+                    (None, "int", [x]) => Node::ToInt(boxed(self.node(x)?)),
+                    (Some(target), "lowerAscii" | "upperAscii", [])
+                        if !self.is_namespace(target) =>
+                    {
+                        Node::AsciiCase(name == "lowerAscii", boxed(self.node(target)?))
+                    }
                     _ => return None,
                 }
             }
@@ -196,6 +228,11 @@ impl<'e> Compiler<'e> {
             return None;
         }
         Some(Node::Named(name.into()))
+    }
+
+    /// Whether `target` is the free name `name` (a namespace such as `optional`).
+    fn names(&self, target: &IdedExpr, name: &str) -> bool {
+        matches!(&target.expr, Expr::Ident(ident) if ident == name && self.local(name).is_none())
     }
 
     /// A receiver naming a function namespace (`strings.quote(…)`), not a value.

@@ -59,7 +59,7 @@ pub(in crate::expressions) fn run(
         cancelled: None,
     };
     match frame.eval(&program.root) {
-        Ok(value) => Outcome::Value(value.to_cel()),
+        Ok(value) => value.to_cel().map_or(Outcome::Interpret, Outcome::Value),
         Err(Stop::Interpret) => Outcome::Interpret,
         Err(Stop::Cancelled) => Outcome::Cancelled(frame.cancelled.take().unwrap_or_default()),
     }
@@ -114,6 +114,18 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_> {
             },
             Node::Has(operand, field) => match self.eval(operand)? {
                 Value::Json(serde_json::Value::Object(fields)) => Ok(fields.contains_key(&**field)),
+                Value::Optional(None) => Ok(false),
+                Value::Optional(Some(inner)) => match &*inner {
+                    Value::Json(serde_json::Value::Object(fields)) => {
+                        Ok(fields.contains_key(&**field))
+                    }
+                    inner if inner.is_list() => Ok(false),
+                    _ => Err(Stop::Interpret),
+                },
+                _ => Err(Stop::Interpret),
+            },
+            Node::HasValue(optional) => match self.eval(optional)? {
+                Value::Optional(value) => Ok(value.is_some()),
                 _ => Err(Stop::Interpret),
             },
             Node::And(left, right) => Ok(self.eval_bool(left)? && self.eval_bool(right)?),
@@ -189,18 +201,11 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_> {
             },
             Node::Local(position) => self.locals[*position].clone(),
             Node::Select(operand, fields) => {
-                let Value::Json(mut json) = self.eval(operand)? else {
-                    return Err(Stop::Interpret);
-                };
+                let mut value = self.eval(operand)?;
                 for field in fields {
-                    json = match json {
-                        serde_json::Value::Object(members) => {
-                            members.get(&**field).ok_or(Stop::Interpret)?
-                        }
-                        _ => return Err(Stop::Interpret),
-                    };
+                    value = select(value, field)?;
                 }
-                Value::from_json(json)
+                value
             }
             Node::Has(..)
             | Node::And(..)
@@ -211,10 +216,69 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_> {
             | Node::In(..)
             | Node::TextTest(..)
             | Node::Matches { .. } => Value::Bool(self.eval_bool(node)?),
-            Node::Index(operand, index) => {
-                let operand = self.eval(operand)?;
+            Node::Index(operand, index) => match self.eval(operand)? {
+                Value::Optional(None) => Value::Optional(None),
+                Value::Optional(Some(inner)) => {
+                    let index = self.eval(index)?;
+                    Value::Optional(optional_index(&inner, &index)?)
+                }
+                operand => {
+                    let index = self.eval(index)?;
+                    index_into(&operand, &index)?
+                }
+            },
+            Node::OptionalIndex(operand, index) => {
+                let operand = match self.eval(operand)? {
+                    Value::Optional(None) => return Ok(Value::Optional(None)),
+                    Value::Optional(Some(inner)) => (*inner).clone(),
+                    operand => operand,
+                };
                 let index = self.eval(index)?;
-                index_into(&operand, &index)?
+                Value::Optional(optional_index(&operand, &index)?)
+            }
+            Node::OptionalSelect(operand, field) => match self.eval(operand)? {
+                Value::Optional(None) => Value::Optional(None),
+                Value::Optional(Some(inner)) => optional_field(&inner, field),
+                operand => optional_field(&operand, field),
+            },
+            Node::OptionalOf(inner) => Value::Optional(Some(Rc::new(self.eval(inner)?))),
+            Node::OptionalNone => Value::Optional(None),
+            Node::OrValue(optional, otherwise) => {
+                let otherwise = self.eval(otherwise)?;
+                match self.eval(optional)? {
+                    Value::Optional(Some(value)) => (*value).clone(),
+                    Value::Optional(None) => otherwise,
+                    _ => return Err(Stop::Interpret),
+                }
+            }
+            Node::OptionalValue(optional) => match self.eval(optional)? {
+                Value::Optional(Some(value)) => (*value).clone(),
+                _ => return Err(Stop::Interpret),
+            },
+            Node::HasValue(..) => Value::Bool(self.eval_bool(node)?),
+            Node::ToText(inner) => match self.eval(inner)? {
+                text @ (Value::Text(_) | Value::OwnedText(_)) => text,
+                Value::Int(i) => Value::OwnedText(i.to_string().into()),
+                Value::Uint(u) => Value::OwnedText(u.to_string().into()),
+                Value::Bool(b) => Value::Text(if b { "true" } else { "false" }),
+                _ => return Err(Stop::Interpret),
+            },
+            Node::ToInt(inner) => match self.eval(inner)? {
+                Value::Int(i) => Value::Int(i),
+                Value::Uint(u) => Value::Int(i64::try_from(u).map_err(|_| Stop::Interpret)?),
+                value => match value.text().map(str::parse::<i64>) {
+                    Some(Ok(i)) => Value::Int(i),
+                    _ => return Err(Stop::Interpret),
+                },
+            },
+            Node::AsciiCase(lower, inner) => {
+                let value = self.eval(inner)?;
+                let text = value.text().ok_or(Stop::Interpret)?;
+                Value::OwnedText(if *lower {
+                    text.to_ascii_lowercase().into()
+                } else {
+                    text.to_ascii_uppercase().into()
+                })
             }
             Node::Conditional(parts) => {
                 let [condition, then, otherwise] = &**parts;
@@ -386,6 +450,49 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_> {
         }
         self.locals[fold.item] = Value::Null;
         Ok(Value::List(Rc::new(accumulated)))
+    }
+}
+
+/// `value.field`: a map's member, the member of an optional map as an optional.
+fn select<'r>(value: Value<'r>, field: &str) -> Step<Value<'r>> {
+    match value {
+        Value::Json(serde_json::Value::Object(members)) => members
+            .get(field)
+            .map(Value::from_json)
+            .ok_or(Stop::Interpret),
+        Value::Optional(None) => Ok(Value::Optional(None)),
+        Value::Optional(Some(inner)) => match &*inner {
+            Value::Json(serde_json::Value::Object(_)) => Ok(optional_field(&inner, field)),
+            inner if inner.is_list() => Ok(Value::Optional(None)),
+            _ => Err(Stop::Interpret),
+        },
+        _ => Err(Stop::Interpret),
+    }
+}
+
+/// `value.?field`: the member as an optional, none for anything but a map holding it.
+fn optional_field<'r>(value: &Value<'r>, field: &str) -> Value<'r> {
+    Value::Optional(match value {
+        Value::Json(serde_json::Value::Object(members)) => members
+            .get(field)
+            .map(|member| Rc::new(Value::from_json(member))),
+        _ => None,
+    })
+}
+
+/// `value[?index]` (or an index into an optional): the item as an optional, none where
+/// there is none. Only the lookups whose failure is certainly a missing item are decided.
+fn optional_index<'r>(value: &Value<'r>, index: &Value<'r>) -> Step<Option<Rc<Value<'r>>>> {
+    match (value, index) {
+        (Value::Json(serde_json::Value::Object(members)), Value::Text(_) | Value::OwnedText(_)) => {
+            Ok(members
+                .get(index.text().unwrap_or_default())
+                .map(|member| Rc::new(Value::from_json(member))))
+        }
+        (Value::Json(serde_json::Value::Array(_)) | Value::List(_), Value::Int(_)) => {
+            Ok(index_into(value, index).ok().map(Rc::new))
+        }
+        _ => Err(Stop::Interpret),
     }
 }
 

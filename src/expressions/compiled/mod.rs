@@ -121,6 +121,26 @@ enum Node {
     Budget(Box<Node>),
     List(Vec<Node>),
     Fold(Box<Fold>),
+    /// `a[?k]`.
+    OptionalIndex(Box<Node>, Box<Node>),
+    /// `a.?f`.
+    OptionalSelect(Box<Node>, Box<str>),
+    /// `optional.of(x)`.
+    OptionalOf(Box<Node>),
+    /// `optional.none()`.
+    OptionalNone,
+    /// `o.orValue(x)`: `x` is evaluated first, as the interpreter does.
+    OrValue(Box<Node>, Box<Node>),
+    /// `o.hasValue()`.
+    HasValue(Box<Node>),
+    /// `o.value()`.
+    OptionalValue(Box<Node>),
+    /// `string(x)`.
+    ToText(Box<Node>),
+    /// `int(x)`.
+    ToInt(Box<Node>),
+    /// `s.lowerAscii()` (`true`) or `s.upperAscii()`.
+    AsciiCase(bool, Box<Node>),
 }
 
 /// A comprehension.

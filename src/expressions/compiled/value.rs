@@ -23,6 +23,8 @@ pub(super) enum Value<'r> {
     /// A JSON object (a CEL map) or array (a list).
     Json(&'r serde_json::Value),
     List(Rc<Vec<Value<'r>>>),
+    /// An optional: `optional.none()` or `optional.of(v)`.
+    Optional(Option<Rc<Value<'r>>>),
 }
 
 impl<'r> Value<'r> {
@@ -100,9 +102,10 @@ impl<'r> Value<'r> {
         }
     }
 
-    /// The value as the interpreter returns it.
-    pub(super) fn to_cel(&self) -> cel::Value {
-        match self {
+    /// The value as the interpreter returns it; `None` for a value that is or holds an
+    /// optional (left to the interpreter's own conversion).
+    pub(super) fn to_cel(&self) -> Option<cel::Value> {
+        Some(match self {
             Value::Null => cel::Value::Null,
             Value::Bool(b) => cel::Value::Bool(*b),
             Value::Int(i) => cel::Value::Int(*i),
@@ -111,10 +114,11 @@ impl<'r> Value<'r> {
             Value::Text(text) => cel::Value::String(Arc::new((*text).to_owned())),
             Value::OwnedText(text) => cel::Value::String(Arc::new(text.to_string())),
             Value::Json(json) => crate::expressions::json_to_cel(json),
-            Value::List(items) => {
-                cel::Value::List(Arc::new(items.iter().map(Value::to_cel).collect()))
-            }
-        }
+            Value::List(items) => cel::Value::List(Arc::new(
+                items.iter().map(Value::to_cel).collect::<Option<_>>()?,
+            )),
+            Value::Optional(_) => return None,
+        })
     }
 }
 
