@@ -857,3 +857,52 @@ fn type_checking_warnings_go_to_standard_error() {
          .........................................^\n"
     );
 }
+
+/// `--cel-evaluator interpreter` gives exactly what the compiled evaluator gives: every
+/// admission policy fixture on every object fixture, output and exit code alike.
+#[test]
+fn both_cel_evaluators_give_the_same_answers() {
+    let policies = [
+        "bench/fixtures/vap",
+        "tests/fixtures/admission_policies/demo-policy.yaml",
+        "tests/fixtures/admission_policies/replica-limit.yaml",
+        "tests/fixtures/admission_policies/audit-annotations.yaml",
+        "tests/fixtures/admission_policies/match-conditions.yaml",
+        "tests/fixtures/admission_policies/variables.yaml",
+        "tests/fixtures/admission_policies/map-one-step.yaml",
+        "tests/fixtures/check/policies",
+    ];
+    let mut denied = 0;
+    for policy in policies {
+        let args = |evaluator: &'static str| {
+            vec![
+                "check",
+                "--output",
+                "json",
+                "--cel-evaluator",
+                evaluator,
+                "--policies",
+                policy,
+                "tests/fixtures/admission_policies/objects/configmap.yaml",
+                "tests/fixtures/admission_policies/objects/deployment.yaml",
+                "tests/fixtures/admission_policies/objects/pod.yaml",
+                "tests/fixtures/check/pods.yaml",
+                "tests/fixtures/check/deployment.json",
+            ]
+        };
+        let compiled = portcullis(&args("compiled"));
+        let interpreted = portcullis(&args("interpreter"));
+        assert_eq!(code(&compiled), code(&interpreted), "{policy}");
+        assert!(
+            matches!(code(&compiled), 0 | 1),
+            "{policy}: {}",
+            stderr(&compiled)
+        );
+        assert_eq!(stdout(&compiled), stdout(&interpreted), "{policy}");
+        denied += usize::from(code(&compiled) == 1);
+    }
+    assert!(
+        denied >= 3,
+        "the fixtures deny something: {denied} sets did"
+    );
+}
