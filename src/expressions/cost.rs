@@ -21,9 +21,13 @@
 //! condition and step of a comprehension are regions of their own. Calls whose cost depends
 //! on their arguments' sizes in cel-go are charged from the sizes as they run: equality and
 //! ordering (the smaller operand's size / 10), `+` on strings (the sum / 10), `in` a list (its
-//! size), `startsWith`/`endsWith` (the prefix or suffix / 10), `contains` (the product), through
-//! [`SIZED_FUNCTION`] wrappers around their operands; `matches` by its implementation. The
-//! Kubernetes libraries' size-based costs are charged 1 (an undercount).
+//! size), `startsWith`/`endsWith` (the prefix or suffix / 10), `contains` (the product),
+//! `string(bytes)`, `bytes(string)`, `format` and `strings.quote` (the operand / 10), through
+//! [`SIZED_FUNCTION`] wrappers around their operands; the Kubernetes library's calls the same
+//! way as its `CostEstimator` says (`LIBRARY_SIZED`; `join` by its result, wrapped); and
+//! `matches`, `find`, `findAll`, `containsIP`, `containsCIDR`, a format's `validate` and the
+//! authorizer's `labelSelector`/`fieldSelector` by their implementations, which see every
+//! operand.
 
 use cel::common::ast::{CallExpr, EntryExpr, Expr, IdedExpr, ListExpr, LiteralValue, operators};
 
@@ -60,6 +64,10 @@ pub(crate) enum SizeRule {
     /// operand (strings and bytes a tenth of their length rounded down, lists and maps the
     /// sum of their items', anything else 1), measured where the operand is at hand.
     Traversal = 8,
+    /// `string(x)`: a byte string's size / 10, rounded up; 1 for anything else (one operand).
+    FromBytes = 9,
+    /// `bytes(x)`: a string's size / 10, rounded up; 1 for anything else (one operand).
+    FromString = 10,
 }
 
 impl SizeRule {
@@ -74,6 +82,8 @@ impl SizeRule {
             SizeRule::Text,
             SizeRule::TextTwice,
             SizeRule::Traversal,
+            SizeRule::FromBytes,
+            SizeRule::FromString,
         ]
         .into_iter()
         .find(|rule| *rule as i64 == code)
@@ -96,6 +106,9 @@ impl SizeRule {
             SizeRule::TextTwice => tenth(2 * second.0),
             // The operand's traversal cost, measured by the caller.
             SizeRule::Traversal => second.0,
+            // The flag says whether the operand is of the type converted from.
+            SizeRule::FromBytes | SizeRule::FromString if second.1 => tenth(second.0),
+            SizeRule::FromBytes | SizeRule::FromString => 1,
         }
     }
 }
@@ -144,16 +157,58 @@ const LIBRARY_SIZED: &[(&str, SizeRule)] = &[
     ("isSemver", SizeRule::Text),
     ("replace", SizeRule::TextTwice),
     ("split", SizeRule::TextTwice),
+    ("isCanonical", SizeRule::TextTwice),
     ("isSorted", SizeRule::Traversal),
     ("sum", SizeRule::Traversal),
     ("max", SizeRule::Traversal),
     ("min", SizeRule::Traversal),
     ("indexOf", SizeRule::Traversal),
     ("lastIndexOf", SizeRule::Traversal),
+    ("includes", SizeRule::Traversal),
+    // cel-go's own units for these (Kubernetes' estimator leaves them to it): the format
+    // string's (the quoted string's) size / 10, rounded up.
+    ("format", SizeRule::Text),
+    ("quote", SizeRule::Text),
+];
+
+/// Kubernetes library calls that charge their own units as they run, from their operands
+/// (regexes: `matches`, `find`, `findAll`; `containsIP`, `containsCIDR` by the CIDR's prefix;
+/// a named format's `validate`; the authorizer's selectors): the call costs nothing here.
+const CHARGED_BY_IMPLEMENTATION: &[&str] = &[
+    "matches",
+    "find",
+    "findAll",
+    "containsIP",
+    "containsCIDR",
+    "validate",
+    "labelSelector",
+    "fieldSelector",
 ];
 
 /// Receivers that name a function namespace, not a value (`jsonpatch.escapeKey(…)`).
 const NAMESPACES: &[&str] = &["jsonpatch", "strings", "lists", "optional", "sets", "math"];
+
+/// Whether `call` is a namespaced global function (`sets.contains(…)`, `ip.isCanonical(…)`,
+/// `format.named(…)`, `format.dns1123Label()`), whose receiver is a name, not a value.
+fn is_namespaced(call: &CallExpr) -> bool {
+    let Some(IdedExpr {
+        expr: Expr::Ident(namespace),
+        ..
+    }) = call.target.as_deref()
+    else {
+        return false;
+    };
+    let function = call.func_name.as_str();
+    NAMESPACES.contains(&namespace.as_str())
+        || (namespace == "ip" && function == "isCanonical")
+        || (namespace == "format"
+            && (function == "named" || super::library::FORMATS.contains(&function)))
+}
+
+/// `list.join()`, `list.join(separator)`: charged by its result (see [`region`]).
+fn is_join(call: &CallExpr) -> bool {
+    call.func_name == "join" && call.target.is_some() && call.args.len() <= 1
+}
 
 /// Wraps the regions of `expr` in `@cost` calls charging their units.
 pub(super) fn instrument(expr: &mut IdedExpr) {
@@ -321,6 +376,14 @@ fn region(expr: &mut IdedExpr) -> u64 {
             let accu = c.accu_var.clone();
             step_region(&accu, &mut c.loop_step);
             units + region(&mut c.result)
+        }
+        Expr::Call(call) if is_join(call) => {
+            // Kubernetes charges `join` twice its result's size / 10, rounded up, in place of
+            // 1: the call's value is measured as it is returned.
+            let target = call.target.as_deref_mut().map_or(0, region);
+            let units = target + call.args.iter_mut().map(region).sum::<u64>();
+            sized(expr, -1, SizeRule::TextTwice);
+            units
         }
         Expr::Call(call) => call_units(call),
     }
@@ -530,10 +593,24 @@ fn call_units(call: &mut CallExpr) -> u64 {
             sized(&mut call.args[0], -1, SizeRule::Text);
             units
         }
-        // Charged by the implementation, from the text's and the pattern's lengths.
-        "matches" => {
+        // Charged by the implementation, from its operands.
+        _ if CHARGED_BY_IMPLEMENTATION.contains(&name) => {
             let target = call.target.as_deref_mut().map_or(0, region);
             target + call.args.iter_mut().map(region).sum::<u64>()
+        }
+        // cel-go's units for `string(bytes)` and `bytes(string)`: the operand's size / 10;
+        // other conversions cost 1, conversions of constants nothing.
+        "string" | "bytes"
+            if call.target.is_none() && call.args.len() == 1 && !is_literal(&call.args[0]) =>
+        {
+            let units = region(&mut call.args[0]);
+            let rule = if name == "string" {
+                SizeRule::FromBytes
+            } else {
+                SizeRule::FromString
+            };
+            sized(&mut call.args[0], -1, rule);
+            units
         }
         "check" if call.args.len() == 1 && call.target.is_some() => {
             let target = call.target.as_deref_mut().map_or(0, region);
@@ -541,11 +618,7 @@ fn call_units(call: &mut CallExpr) -> u64 {
         }
         _ if library_sized(call).is_some() => {
             let rule = library_sized(call).expect("a sized library call");
-            let namespaced = matches!(
-                call.target.as_deref(),
-                Some(IdedExpr { expr: Expr::Ident(namespace), .. })
-                    if NAMESPACES.contains(&namespace.as_str())
-            );
+            let namespaced = is_namespaced(call);
             let mut units = call.args.iter_mut().map(region).sum::<u64>();
             let operand = match call.target.as_deref_mut() {
                 Some(target) if !namespaced => {
@@ -567,13 +640,10 @@ fn call_units(call: &mut CallExpr) -> u64 {
             0
         }
         _ => {
-            let target = match call.target.as_deref_mut() {
-                Some(IdedExpr {
-                    expr: Expr::Ident(namespace),
-                    ..
-                }) if NAMESPACES.contains(&namespace.as_str()) => 0,
-                Some(target) => region(target),
-                None => 0,
+            let target = if is_namespaced(call) {
+                0
+            } else {
+                call.target.as_deref_mut().map_or(0, region)
             };
             1 + target + call.args.iter_mut().map(region).sum::<u64>()
         }
@@ -606,9 +676,12 @@ pub(crate) fn charge_sized(
             });
             Ok(())
         }
-        SizeRule::InList | SizeRule::Text | SizeRule::TextTwice | SizeRule::Traversal => {
-            super::charge_cost(rule.units((0, false), operand))
-        }
+        SizeRule::InList
+        | SizeRule::Text
+        | SizeRule::TextTwice
+        | SizeRule::Traversal
+        | SizeRule::FromBytes
+        | SizeRule::FromString => super::charge_cost(rule.units((0, false), operand)),
         _ => {
             let first = NOTED.with(|noted| {
                 let mut noted = noted.borrow_mut();
@@ -620,5 +693,196 @@ pub(crate) fn charge_sized(
                 None => Ok(()),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::super::{
+        Activation, AuthorizationCheck, AuthorizationDecision, Authorizer, CelEnvironment,
+        CelLimits,
+    };
+
+    struct Allows;
+
+    impl Authorizer for Allows {
+        fn authorize(&self, _: &AuthorizationCheck) -> Result<AuthorizationDecision, String> {
+            Ok(AuthorizationDecision {
+                allowed: true,
+                reason: String::new(),
+                error: String::new(),
+            })
+        }
+    }
+
+    /// 35 characters in 40 bytes: the library's sizes count characters, `string(bytes)` and
+    /// the traversals bytes.
+    fn text() -> String {
+        format!("{}{}", "é".repeat(5), "a".repeat(30))
+    }
+
+    fn pod() -> serde_json::Value {
+        json!({"metadata": {"name": "web", "annotations": {
+            "text": text(),
+            "ip6": "2001:db8::1",
+            "selector": "app=web,tier!=db",
+        }}})
+    }
+
+    fn cost_of(source: &str) -> u64 {
+        let env = CelEnvironment::kubernetes().limits(CelLimits {
+            max_eval_time: Duration::from_secs(60),
+            ..CelLimits::default()
+        });
+        let program = env.compile(source).unwrap();
+        let object = pod();
+        let activation = Activation::new()
+            .object(&object)
+            .authorizer(Arc::new(Allows), None);
+        let (result, cost) = program.evaluate_with_cost(&activation);
+        assert_eq!(result, Ok(cel::Value::Bool(true)), "{source}");
+        cost
+    }
+
+    fn assert_costs(cases: &[(&str, u64)]) {
+        for (source, expected) in cases {
+            assert_eq!(cost_of(source), *expected, "{source}");
+        }
+    }
+
+    #[test]
+    fn join_costs_twice_its_result_over_ten() {
+        assert_costs(&[
+            // The list 10 + its items 4 + 3; the result of 35 + 1 + 3 characters: 78 / 10 → 8;
+            // `!= ''` nothing.
+            (
+                "[object.metadata.annotations.text, object.metadata.name].join('-') != ''",
+                17 + 8,
+            ),
+            // 'web': 6 / 10 → 1.
+            ("[object.metadata.name].join() == 'web'", 13 + 1 + 1),
+            // An empty result costs nothing (the constant list nothing either).
+            ("[''].join() == ''", 0),
+        ]);
+    }
+
+    #[test]
+    fn find_and_find_all_cost_as_matches() {
+        assert_costs(&[
+            // (1 + 35) / 10 → 4 times the pattern's 2 / 4 → 1.
+            ("object.metadata.annotations.text.find('a+') != ''", 4 + 4),
+            // (1 + 35) / 10 → 4 times 6 / 4 → 2; size() 1; == 1.
+            (
+                "object.metadata.annotations.text.findAll('[a-z]+', 1).size() == 1",
+                4 + 8 + 1 + 1,
+            ),
+        ]);
+    }
+
+    #[test]
+    fn conversions_between_strings_and_bytes_cost_their_operand_over_ten() {
+        assert_costs(&[
+            // bytes() of 35 characters → 4; size() 1; == 1.
+            (
+                "bytes(object.metadata.annotations.text).size() == 40",
+                4 + 4 + 1 + 1,
+            ),
+            // bytes() 4, string() of 40 bytes 4, == of 35 characters 4, the two paths 4 each.
+            (
+                "string(bytes(object.metadata.annotations.text)) == \
+                 object.metadata.annotations.text",
+                4 + 4 + 4 + 4 + 4,
+            ),
+            // A string to a string costs 1; a conversion of a constant nothing.
+            ("string(object.metadata.name) == 'web'", 3 + 1 + 1),
+            ("string(1) == '1'", 1),
+        ]);
+    }
+
+    #[test]
+    fn quote_and_format_cost_their_string_over_ten() {
+        assert_costs(&[
+            (
+                "strings.quote(object.metadata.annotations.text).size() > 0",
+                4 + 4 + 1 + 1,
+            ),
+            ("object.metadata.annotations.text.format([]) != ''", 4 + 4),
+            // The format string 1; the list 10 + 3 (the constant 0); == 1.
+            (
+                "'%s-%d'.format([object.metadata.name, 1]) == 'web-1'",
+                1 + 13 + 1,
+            ),
+        ]);
+    }
+
+    #[test]
+    fn network_calls_cost_what_kubernetes_charges() {
+        assert_costs(&[
+            // `ip` names the function, not a variable: twice 11 / 10 → 3, and the path 4.
+            ("ip.isCanonical(object.metadata.annotations.ip6)", 4 + 3),
+            // cidr('10.0.0.0/8') 1; a /8 prefix is 1 byte: 2 / 10 → 1, the string 8 / 10 → 1.
+            ("cidr('10.0.0.0/8').containsIP('10.1.2.3')", 1 + 2),
+            // A /32 is 4 bytes: 8 / 10 → 1; the string 11 / 10 → 2; the path 4.
+            (
+                "cidr('2001:db8::/32').containsIP(object.metadata.annotations.ip6)",
+                2 + 1 + 2 + 4,
+            ),
+            // A /0 has no bytes to compare: the call costs nothing.
+            ("cidr('::/0').containsIP(ip('::1'))", 1 + 1),
+            // /128 is 16 bytes: 32 / 10 → 4, and 16 / 10 → 2 + 1; the string 14 / 10 → 2.
+            (
+                "cidr('2001:db8::/128').containsCIDR('2001:db8::/128')",
+                2 + 4 + 3 + 2,
+            ),
+            // /24 is 3 bytes: 6 / 10 → 1, 3 / 10 → 1 + 1.
+            (
+                "cidr('10.0.0.0/24').containsCIDR(cidr('10.0.0.0/28'))",
+                2 + 2 + 3,
+            ),
+        ]);
+    }
+
+    #[test]
+    fn validate_costs_a_match_against_the_format_regex_size() {
+        assert_costs(&[
+            // format.dns1123Label() 1 (`format` names the function); (1 + 3) / 10 → 1 times
+            // 30 / 4 → 8; hasValue() 1.
+            (
+                "!format.dns1123Label().validate(object.metadata.name).hasValue()",
+                1 + 3 + 8 + 1 + 1,
+            ),
+            // format.named() 1, value() 1; (1 + 35) / 10 → 4 times 1103 / 4 → 276.
+            (
+                "format.named('uri').value().validate(object.metadata.annotations.text) \
+                 .hasValue()",
+                1 + 1 + 4 + 4 * 276 + 1,
+            ),
+        ]);
+    }
+
+    #[test]
+    fn selectors_cost_their_parse() {
+        // authorizer, group, resource 1 each; the path 4; a selector of n characters costs
+        // 10 + n / 10 + 50 × n / 2 (rounded up): 16 → 412, 3 → 111; the list 10, size 1, == 1.
+        assert_costs(&[(
+            "[authorizer.group('').resource('pods') \
+             .labelSelector(object.metadata.annotations.selector).fieldSelector('a=b')] \
+             .size() == 1",
+            3 + 4 + 412 + 111 + 10 + 1 + 1,
+        )]);
+    }
+
+    #[test]
+    fn includes_costs_a_traversal_of_its_list() {
+        // The list 10 + 4 + 3; its traversal: 40 bytes / 10 → 4, 3 / 10 → 0.
+        assert_costs(&[(
+            "[object.metadata.annotations.text, object.metadata.name].includes('web')",
+            17 + 4,
+        )]);
     }
 }

@@ -35,6 +35,7 @@ mod urls;
 
 use self::{authz::*, formats::*, lists::*, net::*, patterns::*, quantity::*, semver::*, urls::*};
 pub(crate) use authz::authorizer_value;
+pub(crate) use formats::FORMATS;
 #[cfg(test)]
 pub(crate) use patterns::cached_regexes;
 
@@ -541,6 +542,8 @@ fn sized<'b, 'v>(mut args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Execut
     };
     let textlike = match rule {
         super::cost::SizeRule::InList => kind == Kind::List,
+        super::cost::SizeRule::FromBytes => kind == Kind::Bytes,
+        super::cost::SizeRule::FromString => kind == Kind::String,
         _ => matches!(kind, Kind::String | Kind::Bytes),
     };
     super::cost::charge_sized(site, rule, (size, textlike))?;
