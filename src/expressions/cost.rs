@@ -64,10 +64,15 @@ pub(crate) enum SizeRule {
     /// operand (strings and bytes a tenth of their length rounded down, lists and maps the
     /// sum of their items', anything else 1), measured where the operand is at hand.
     Traversal = 8,
-    /// `string(x)`: a byte string's size / 10, rounded up; 1 for anything else (one operand).
-    FromBytes = 9,
-    /// `bytes(x)`: a string's size / 10, rounded up; 1 for anything else (one operand).
-    FromString = 10,
+    /// `containsIP` (Kubernetes' `CostEstimator`): noted the operand, charged at the CIDR
+    /// (its prefix's bytes c): 2c / 10, rounded up.
+    ContainsIp = 9,
+    /// `containsIP` of an operand the checker knows is a string: also its size / 10.
+    ContainsIpString = 10,
+    /// `containsCIDR`: 2c / 10 and c / 10, each rounded up, plus 1.
+    ContainsCidr = 11,
+    /// `containsCIDR` of an operand the checker knows is a string: also its size / 10.
+    ContainsCidrString = 12,
 }
 
 impl SizeRule {
@@ -82,11 +87,24 @@ impl SizeRule {
             SizeRule::Text,
             SizeRule::TextTwice,
             SizeRule::Traversal,
-            SizeRule::FromBytes,
-            SizeRule::FromString,
+            SizeRule::ContainsIp,
+            SizeRule::ContainsIpString,
+            SizeRule::ContainsCidr,
+            SizeRule::ContainsCidrString,
         ]
         .into_iter()
         .find(|rule| *rule as i64 == code)
+    }
+
+    /// Whether this rule charges `containsIP`/`containsCIDR` at their CIDR receiver.
+    pub(crate) fn is_containment(self) -> bool {
+        matches!(
+            self,
+            SizeRule::ContainsIp
+                | SizeRule::ContainsIpString
+                | SizeRule::ContainsCidr
+                | SizeRule::ContainsCidrString
+        )
     }
 
     /// The units of a call with operands of these sizes (and whether each is text).
@@ -106,9 +124,23 @@ impl SizeRule {
             SizeRule::TextTwice => tenth(2 * second.0),
             // The operand's traversal cost, measured by the caller.
             SizeRule::Traversal => second.0,
-            // The flag says whether the operand is of the type converted from.
-            SizeRule::FromBytes | SizeRule::FromString if second.1 => tenth(second.0),
-            SizeRule::FromBytes | SizeRule::FromString => 1,
+            SizeRule::ContainsIp
+            | SizeRule::ContainsIpString
+            | SizeRule::ContainsCidr
+            | SizeRule::ContainsCidrString => {
+                let prefix_bytes = second.0;
+                let mut units = tenth(2 * prefix_bytes);
+                if matches!(self, SizeRule::ContainsCidr | SizeRule::ContainsCidrString) {
+                    units += tenth(prefix_bytes) + 1;
+                }
+                if matches!(
+                    self,
+                    SizeRule::ContainsIpString | SizeRule::ContainsCidrString
+                ) {
+                    units += tenth(first.0);
+                }
+                units
+            }
         }
     }
 }
@@ -172,14 +204,12 @@ const LIBRARY_SIZED: &[(&str, SizeRule)] = &[
 ];
 
 /// Kubernetes library calls that charge their own units as they run, from their operands
-/// (regexes: `matches`, `find`, `findAll`; `containsIP`, `containsCIDR` by the CIDR's prefix;
-/// a named format's `validate`; the authorizer's selectors): the call costs nothing here.
+/// (regexes: `matches`, `find`, `findAll`; a named format's `validate`; the authorizer's
+/// selectors): the call costs nothing here.
 const CHARGED_BY_IMPLEMENTATION: &[&str] = &[
     "matches",
     "find",
     "findAll",
-    "containsIP",
-    "containsCIDR",
     "validate",
     "labelSelector",
     "fieldSelector",
@@ -203,6 +233,121 @@ fn is_namespaced(call: &CallExpr) -> bool {
         || (namespace == "ip" && function == "isCanonical")
         || (namespace == "format"
             && (function == "named" || super::library::FORMATS.contains(&function)))
+}
+
+/// What the apiserver's checker knows of an expression's type, where a cost depends on it:
+/// `object`, `oldObject`, `params`, … are `dyn`, and so is all read from them; literals and
+/// the results of some functions are typed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StaticType {
+    String,
+    Bytes,
+    /// A list of strings (`split`, `findAll`, a literal of strings).
+    StringList,
+    List,
+    Dyn,
+}
+
+impl StaticType {
+    fn is_list(self) -> bool {
+        matches!(self, StaticType::List | StaticType::StringList)
+    }
+}
+
+thread_local! {
+    /// The comprehension variables in scope while a program is instrumented, innermost last,
+    /// with what the checker knows of their types (strings, over a list of strings).
+    static SCOPES: std::cell::RefCell<Vec<(String, StaticType)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A comprehension variable in scope until dropped.
+struct Scope;
+
+impl Scope {
+    fn enter(variable: &str, range: StaticType) -> Scope {
+        let element = if range == StaticType::StringList {
+            StaticType::String
+        } else {
+            StaticType::Dyn
+        };
+        SCOPES.with(|scopes| scopes.borrow_mut().push((variable.to_owned(), element)));
+        Scope
+    }
+}
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        SCOPES.with(|scopes| scopes.borrow_mut().pop());
+    }
+}
+
+/// The checker's type of `expr`, as far as [`StaticType`] tells it (`Dyn` for anything else).
+fn static_type(expr: &IdedExpr) -> StaticType {
+    match &expr.expr {
+        Expr::Literal(LiteralValue::String(_)) => StaticType::String,
+        Expr::Literal(LiteralValue::Bytes(_)) => StaticType::Bytes,
+        Expr::Ident(name) => SCOPES.with(|scopes| {
+            scopes
+                .borrow()
+                .iter()
+                .rev()
+                .find(|(variable, _)| variable == name)
+                .map_or(StaticType::Dyn, |(_, t)| *t)
+        }),
+        Expr::List(list)
+            if !list.elements.is_empty()
+                && list
+                    .elements
+                    .iter()
+                    .all(|e| static_type(e) == StaticType::String) =>
+        {
+            StaticType::StringList
+        }
+        Expr::List(_) => StaticType::List,
+        // `map` and `filter` build their result in a list.
+        Expr::Comprehension(c) if matches!(c.accu_init.expr, Expr::List(_)) => StaticType::List,
+        Expr::Call(call) => {
+            let member = call.target.is_some();
+            match call.func_name.as_str() {
+                "string" if !member && call.args.len() == 1 => StaticType::String,
+                "bytes" if !member && call.args.len() == 1 => StaticType::Bytes,
+                "lowerAscii" | "upperAscii" | "trim" | "replace" | "substring" | "charAt"
+                | "format" | "join" | "find"
+                    if member && !is_namespaced(call) =>
+                {
+                    StaticType::String
+                }
+                "quote" if is_namespaced(call) => StaticType::String,
+                "split" | "findAll" if member => StaticType::StringList,
+                // `+` resolves to one overload when either operand is typed: that one's type.
+                operators::ADD if !member && call.args.len() == 2 => {
+                    match (static_type(&call.args[0]), static_type(&call.args[1])) {
+                        (StaticType::Dyn, other) | (other, StaticType::Dyn) if other.is_list() => {
+                            StaticType::List
+                        }
+                        (StaticType::Dyn, other) | (other, StaticType::Dyn) => other,
+                        (first, second) if first == second => first,
+                        (first, second) if first.is_list() && second.is_list() => StaticType::List,
+                        _ => StaticType::Dyn,
+                    }
+                }
+                operators::CONDITIONAL if call.args.len() == 3 => {
+                    match (static_type(&call.args[1]), static_type(&call.args[2])) {
+                        (first, second) if first == second => first,
+                        _ => StaticType::Dyn,
+                    }
+                }
+                _ => StaticType::Dyn,
+            }
+        }
+        _ => StaticType::Dyn,
+    }
+}
+
+/// Whether the checker knows `expr` is a string or bytes.
+fn is_text(expr: &IdedExpr) -> bool {
+    matches!(static_type(expr), StaticType::String | StaticType::Bytes)
 }
 
 /// `list.join()`, `list.join(separator)`: charged by its result (see [`region`]).
@@ -371,7 +516,9 @@ fn region(expr: &mut IdedExpr) -> u64 {
                 };
                 return init + region(&mut c.result);
             }
+            let range = static_type(&c.iter_range);
             let units = region(&mut c.iter_range) + region(&mut c.accu_init);
+            let _scope = Scope::enter(&c.iter_var, range);
             own_region(&mut c.loop_cond);
             let accu = c.accu_var.clone();
             step_region(&accu, &mut c.loop_step);
@@ -528,7 +675,9 @@ fn call_units(call: &mut CallExpr) -> u64 {
             // Membership in a constant list is a set lookup, planned at compile time.
             region(&mut call.args[0])
         }
-        operators::IN if binary => {
+        // `in` a list the checker knows is one (`in_list`); on a `dyn` operand the call is
+        // dispatched at runtime and costs 1.
+        operators::IN if binary && static_type(&call.args[1]).is_list() => {
             let units = region(&mut call.args[0]) + region(&mut call.args[1]);
             sized(&mut call.args[1], -1, SizeRule::InList);
             units
@@ -565,18 +714,21 @@ fn call_units(call: &mut CallExpr) -> u64 {
             };
             sized_pair(first, second, SizeRule::Min)
         }
+        // Ordering and `+` of strings (bytes) are charged by size only where the checker
+        // chose the string (bytes) overload, for an operand it knows is one; between two `dyn`
+        // operands the call is dispatched at runtime and costs 1.
         operators::LESS
         | operators::LESS_EQUALS
         | operators::GREATER
         | operators::GREATER_EQUALS
-            if binary && !both_literal =>
+            if binary && !both_literal && call.args.iter().any(is_text) =>
         {
             let [first, second] = call.args.as_mut_slice() else {
                 unreachable!("two arguments")
             };
             sized_pair(first, second, SizeRule::MinOfText)
         }
-        operators::ADD if binary && !both_literal => {
+        operators::ADD if binary && !both_literal && call.args.iter().any(is_text) => {
             let [first, second] = call.args.as_mut_slice() else {
                 unreachable!("two arguments")
             };
@@ -593,23 +745,40 @@ fn call_units(call: &mut CallExpr) -> u64 {
             sized(&mut call.args[0], -1, SizeRule::Text);
             units
         }
+        "containsIP" | "containsCIDR" if call.args.len() == 1 && call.target.is_some() => {
+            // The string's parse is charged only where the checker chose the string overload.
+            let string = static_type(&call.args[0]) == StaticType::String;
+            let rule = match (name, string) {
+                ("containsIP", false) => SizeRule::ContainsIp,
+                ("containsIP", true) => SizeRule::ContainsIpString,
+                (_, false) => SizeRule::ContainsCidr,
+                (_, true) => SizeRule::ContainsCidrString,
+            };
+            let target = call.target.as_deref_mut().expect("a target");
+            sized_pair(&mut call.args[0], target, rule)
+        }
         // Charged by the implementation, from its operands.
         _ if CHARGED_BY_IMPLEMENTATION.contains(&name) => {
             let target = call.target.as_deref_mut().map_or(0, region);
             target + call.args.iter_mut().map(region).sum::<u64>()
         }
-        // cel-go's units for `string(bytes)` and `bytes(string)`: the operand's size / 10;
-        // other conversions cost 1, conversions of constants nothing.
+        // cel-go's units for `string(bytes)` and `bytes(string)`: the operand's size / 10, when
+        // the checker chose that overload, which it does only for an operand known to be bytes
+        // (a string); on a `dyn` operand (anything read from `object`) the call is dispatched
+        // at runtime and costs 1, as other conversions; a conversion of a constant nothing.
         "string" | "bytes"
-            if call.target.is_none() && call.args.len() == 1 && !is_literal(&call.args[0]) =>
+            if call.target.is_none()
+                && call.args.len() == 1
+                && !is_literal(&call.args[0])
+                && static_type(&call.args[0])
+                    == if name == "string" {
+                        StaticType::Bytes
+                    } else {
+                        StaticType::String
+                    } =>
         {
             let units = region(&mut call.args[0]);
-            let rule = if name == "string" {
-                SizeRule::FromBytes
-            } else {
-                SizeRule::FromString
-            };
-            sized(&mut call.args[0], -1, rule);
+            sized(&mut call.args[0], -1, SizeRule::Text);
             units
         }
         "check" if call.args.len() == 1 && call.target.is_some() => {
@@ -676,12 +845,9 @@ pub(crate) fn charge_sized(
             });
             Ok(())
         }
-        SizeRule::InList
-        | SizeRule::Text
-        | SizeRule::TextTwice
-        | SizeRule::Traversal
-        | SizeRule::FromBytes
-        | SizeRule::FromString => super::charge_cost(rule.units((0, false), operand)),
+        SizeRule::InList | SizeRule::Text | SizeRule::TextTwice | SizeRule::Traversal => {
+            super::charge_cost(rule.units((0, false), operand))
+        }
         _ => {
             let first = NOTED.with(|noted| {
                 let mut noted = noted.borrow_mut();
@@ -731,7 +897,7 @@ mod tests {
             "text": text(),
             "ip6": "2001:db8::1",
             "selector": "app=web,tier!=db",
-        }}})
+        }}, "spec": {"names": ["a", "b", "web"], "texts": [text()]}})
     }
 
     fn cost_of(source: &str) -> u64 {
@@ -787,20 +953,36 @@ mod tests {
     #[test]
     fn conversions_between_strings_and_bytes_cost_their_operand_over_ten() {
         assert_costs(&[
-            // bytes() of 35 characters → 4; size() 1; == 1.
+            // bytes() of a `dyn` operand is dispatched at runtime: 1; size() 1; == 1.
             (
                 "bytes(object.metadata.annotations.text).size() == 40",
-                4 + 4 + 1 + 1,
+                4 + 1 + 1 + 1,
             ),
-            // bytes() 4, string() of 40 bytes 4, == of 35 characters 4, the two paths 4 each.
+            // `+ ''` makes it a string (the `+` 35 / 10 → 4): bytes() of 35 characters → 4.
+            (
+                "bytes(object.metadata.annotations.text + '').size() == 40",
+                4 + 4 + 4 + 1 + 1,
+            ),
+            // bytes() 1, string() of 40 bytes 4, == of 35 characters 4, the two paths 4 each.
             (
                 "string(bytes(object.metadata.annotations.text)) == \
                  object.metadata.annotations.text",
-                4 + 4 + 4 + 4 + 4,
+                4 + 1 + 4 + 4 + 4,
             ),
             // A string to a string costs 1; a conversion of a constant nothing.
             ("string(object.metadata.name) == 'web'", 3 + 1 + 1),
             ("string(1) == '1'", 1),
+            // A comprehension variable over a list of strings is a string: the range 4 + split
+            // 7; the condition 2, the step 1 + s 1 + bytes() 4 + size() 1 + `>` 1; the result 1.
+            (
+                "object.metadata.annotations.text.split(',').all(s, bytes(s).size() > 0)",
+                11 + (2 + 1 + 7) + 1,
+            ),
+            // Over a `dyn` list, `dyn`: bytes() 1.
+            (
+                "object.spec.texts.all(s, bytes(s).size() > 0)",
+                3 + (2 + 1 + 4) + 1,
+            ),
         ]);
     }
 
@@ -827,10 +1009,16 @@ mod tests {
             ("ip.isCanonical(object.metadata.annotations.ip6)", 4 + 3),
             // cidr('10.0.0.0/8') 1; a /8 prefix is 1 byte: 2 / 10 → 1, the string 8 / 10 → 1.
             ("cidr('10.0.0.0/8').containsIP('10.1.2.3')", 1 + 2),
-            // A /32 is 4 bytes: 8 / 10 → 1; the string 11 / 10 → 2; the path 4.
+            // A /32 is 4 bytes: 8 / 10 → 1; the path 4. A `dyn` operand (the checker cannot
+            // choose the string overload) is not charged its parse.
             (
                 "cidr('2001:db8::/32').containsIP(object.metadata.annotations.ip6)",
-                2 + 1 + 2 + 4,
+                2 + 1 + 4,
+            ),
+            // A string it can: + 11 / 10 → 2 (and the `+ ''` 2).
+            (
+                "cidr('2001:db8::/32').containsIP(object.metadata.annotations.ip6 + '')",
+                2 + 1 + 2 + 4 + 2,
             ),
             // A /0 has no bytes to compare: the call costs nothing.
             ("cidr('::/0').containsIP(ip('::1'))", 1 + 1),
@@ -843,6 +1031,11 @@ mod tests {
             (
                 "cidr('10.0.0.0/24').containsCIDR(cidr('10.0.0.0/28'))",
                 2 + 2 + 3,
+            ),
+            // Equality of CIDRs costs 1, whatever their prefixes.
+            (
+                "cidr('2001:db8::/128') == cidr('2001:db8::/128')",
+                2 + 2 + 1,
             ),
         ]);
     }
@@ -875,6 +1068,32 @@ mod tests {
              .size() == 1",
             3 + 4 + 412 + 111 + 10 + 1 + 1,
         )]);
+    }
+
+    #[test]
+    fn operators_between_dyn_operands_cost_1() {
+        assert_costs(&[
+            // Two `dyn` strings: `+` and `>=` are dispatched at runtime, 1 each.
+            (
+                "object.metadata.annotations.text + object.metadata.annotations.text != ''",
+                4 + 4 + 1,
+            ),
+            (
+                "object.metadata.annotations.text >= object.metadata.annotations.text",
+                4 + 4 + 1,
+            ),
+            // A string operand chooses the string overloads: `+` 35 / 10 → 4, `>=` 4.
+            (
+                "object.metadata.annotations.text + '' >= object.metadata.annotations.text",
+                4 + 4 + 4 + 4,
+            ),
+            // `in` a `dyn` list: 1; in a list literal: its size, 2.
+            ("object.metadata.name in object.spec.names", 3 + 3 + 1),
+            (
+                "object.metadata.name in [object.metadata.name, 'a']",
+                3 + 10 + 3 + 2,
+            ),
+        ]);
     }
 
     #[test]

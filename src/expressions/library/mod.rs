@@ -534,6 +534,12 @@ fn sized<'b, 'v>(mut args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Execut
     let kind = value.get_type().kind();
     let size = if rule == super::cost::SizeRule::Traversal {
         cel::Value::try_from(value.as_ref()).map_or(1, |v| traversal_cost(&v))
+    } else if rule.is_containment() {
+        // The receiver of `containsIP`/`containsCIDR`: Kubernetes' size of a CIDR, its
+        // prefix in bytes, rounded up. (Equality charges CIDRs and IPs 1, not by this size.)
+        cel::Value::try_from(value.as_ref()).map_or(1, |v| {
+            opaque::<Cidr>(&v).map_or(1, |cidr| u64::from(cidr.prefix).div_ceil(8))
+        })
     } else {
         // cel-go's `actualSize`: a string's code points, a list's or map's items; 1 otherwise.
         value
@@ -542,8 +548,6 @@ fn sized<'b, 'v>(mut args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Execut
     };
     let textlike = match rule {
         super::cost::SizeRule::InList => kind == Kind::List,
-        super::cost::SizeRule::FromBytes => kind == Kind::Bytes,
-        super::cost::SizeRule::FromString => kind == Kind::String,
         _ => matches!(kind, Kind::String | Kind::Bytes),
     };
     super::cost::charge_sized(site, rule, (size, textlike))?;
