@@ -5,11 +5,16 @@
 //! For each expression shape below (nested comprehensions of each macro, presence tests,
 //! literals built per item, calls charged by their operands' sizes: string equality and
 //! ordering, `startsWith`, `contains`, `matches`, `+`, `in` a list built per item, and the
-//! Kubernetes library's `lowerAscii`, `split`, `replace`, `indexOf`, `isSorted`, `quantity`, `url`), the test finds the largest Pod (in containers) that Portcullis's
-//! cost model admits, then asks the real apiserver (`PORTCULLIS_E2E_BIN`) and `portcullis
-//! check` about Pods with one container fewer, that many, and one more, each judged by a
-//! ValidatingAdmissionPolicy holding the expression. Both must admit and cancel the same Pods:
-//! a unit wrong anywhere in the shape moves the apiserver's boundary off Portcullis's.
+//! Kubernetes library's `lowerAscii`, `split`, `replace`, `indexOf`, `isSorted`, `quantity`,
+//! `url`), the test finds the largest Pod (in containers) that Portcullis's cost model admits,
+//! then asks the real apiserver (`PORTCULLIS_E2E_BIN`) and `portcullis check` about Pods with
+//! one container fewer, that many, and one more, each judged by a ValidatingAdmissionPolicy
+//! holding the expression. Both must admit and cancel the same Pods: a unit wrong anywhere in
+//! the shape moves the apiserver's boundary off Portcullis's.
+//!
+//! The library's other sized calls (`join`, `find`, `findAll`, conversions, `strings.quote`,
+//! `format`, `containsIP`, `containsCIDR`, `ip.isCanonical`, `validate`, selectors) and the
+//! operators between `dyn` operands are checked to the unit: [`EXACT_CASES`].
 
 mod common;
 

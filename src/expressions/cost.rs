@@ -24,10 +24,15 @@
 //! size), `startsWith`/`endsWith` (the prefix or suffix / 10), `contains` (the product),
 //! `string(bytes)`, `bytes(string)`, `format` and `strings.quote` (the operand / 10), through
 //! [`SIZED_FUNCTION`] wrappers around their operands; the Kubernetes library's calls the same
-//! way as its `CostEstimator` says (`LIBRARY_SIZED`; `join` by its result, wrapped); and
-//! `matches`, `find`, `findAll`, `containsIP`, `containsCIDR`, a format's `validate` and the
-//! authorizer's `labelSelector`/`fieldSelector` by their implementations, which see every
-//! operand.
+//! way as its `CostEstimator` says (`LIBRARY_SIZED`; `join` by its result, wrapped;
+//! `containsIP`/`containsCIDR` by the CIDR's prefix); and `matches`, `find`, `findAll`, a
+//! format's `validate` and the authorizer's `labelSelector`/`fieldSelector` by their
+//! implementations, which see every operand.
+//!
+//! cel-go's own sized units are keyed by the overload the checker chose: ordering, `+`, `in`,
+//! `string(bytes)`, `bytes(string)` and `containsIP`/`containsCIDR`'s string parse are sized
+//! only where an operand's type picks that overload ([`static_type`]); between `dyn` operands
+//! (all that is read from `object`) the call is dispatched at runtime and costs 1.
 
 use cel::common::ast::{CallExpr, EntryExpr, Expr, IdedExpr, ListExpr, LiteralValue, operators};
 
