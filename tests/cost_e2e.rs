@@ -5,19 +5,28 @@
 //! For each expression shape below (nested comprehensions of each macro, presence tests,
 //! literals built per item, calls charged by their operands' sizes: string equality and
 //! ordering, `startsWith`, `contains`, `matches`, `+`, `in` a list built per item, and the
-//! Kubernetes library's `lowerAscii`, `split`, `replace`, `indexOf`, `isSorted`, `quantity`, `url`), the test finds the largest Pod (in containers) that Portcullis's
-//! cost model admits, then asks the real apiserver (`PORTCULLIS_E2E_BIN`) and `portcullis
-//! check` about Pods with one container fewer, that many, and one more, each judged by a
-//! ValidatingAdmissionPolicy holding the expression. Both must admit and cancel the same Pods:
-//! a unit wrong anywhere in the shape moves the apiserver's boundary off Portcullis's.
+//! Kubernetes library's `lowerAscii`, `split`, `replace`, `indexOf`, `isSorted`, `quantity`,
+//! `url`), the test finds the largest Pod (in containers) that Portcullis's cost model admits,
+//! then asks the real apiserver (`PORTCULLIS_E2E_BIN`) and `portcullis check` about Pods with
+//! one container fewer, that many, and one more, each judged by a ValidatingAdmissionPolicy
+//! holding the expression. Both must admit and cancel the same Pods: a unit wrong anywhere in
+//! the shape moves the apiserver's boundary off Portcullis's.
+//!
+//! The library's other sized calls (`join`, `find`, `findAll`, conversions, `strings.quote`,
+//! `format`, `containsIP`, `containsCIDR`, `ip.isCanonical`, `validate`, selectors) and the
+//! operators between `dyn` operands are checked to the unit: [`EXACT_CASES`].
 
 mod common;
 
 use std::process::Command;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use common::control_plane::{ControlPlane, e2e_bin, eventually, stderr};
-use portcullis::expressions::{Activation, CelEnvironment, CelLimits};
+use portcullis::expressions::{
+    Activation, AuthorizationCheck, AuthorizationDecision, Authorizer, CelEnvironment, CelLimits,
+};
 use serde_json::{Value, json};
 
 /// Each case: a name (also the Pods' `cost-case` label) and a validation expression.
@@ -273,6 +282,273 @@ fn the_cost_limit_cancels_the_same_objects_as_the_apiserver() {
             .collect();
         assert_eq!(outcomes, [true, true, false], "{case}");
     }
+}
+
+/// The Kubernetes library's calls charged by their operands' sizes, each case measured to
+/// the unit: `object.spec.containers.all(c, <body>)`, on long operands from the Pod's
+/// annotations ([`library_pod`]), then `pad == pad` on an annotation of `L` characters, which
+/// costs `L / 10` rounded up. Portcullis picks the containers and `L` so that the expression
+/// costs exactly 1,000,000 units (the limit: admitted); `L - 10` costs 999,999 (admitted) and
+/// `L + 1` 1,000,001 (cancelled). The apiserver gives the same three answers only if it
+/// charges the body exactly as Portcullis does.
+const EXACT_CASES: &[(&str, &str)] = &[
+    (
+        "exact-join",
+        "[object.metadata.annotations.text, c.name].join('/') != '' \
+         && [c.name, c.image].join() != ''",
+    ),
+    (
+        "exact-find",
+        "object.metadata.annotations.text.find('[a-z]+') != '' \
+         && object.metadata.annotations.text.findAll('[^a]+a', 1).size() == 1",
+    ),
+    (
+        "exact-conversions",
+        "string(bytes(object.metadata.annotations.text)) == object.metadata.annotations.text \
+         && bytes(object.metadata.annotations.text + '').size() > 0 \
+         && bytes(object.metadata.annotations.text).size() > 0 \
+         && bytes(c.name).size() > 0 && string(c.name) == c.name",
+    ),
+    (
+        "exact-quote-format",
+        "strings.quote(object.metadata.annotations.text).size() > 0 \
+         && object.metadata.annotations.text.format([]) != '' \
+         && '%s:%s'.format([c.name, c.image]) != ''",
+    ),
+    (
+        "exact-operators",
+        "object.metadata.annotations.text + object.metadata.annotations.text != '' \
+         && object.metadata.annotations.text >= object.metadata.annotations.medium \
+         && c in object.spec.containers \
+         && object.metadata.annotations.text + '' >= object.metadata.annotations.text \
+         && c.name in object.metadata.annotations.ips.split(',') + [c.name]",
+    ),
+    (
+        "exact-net",
+        "object.metadata.annotations.ips.split(',').all(s, \
+         cidr('2001:db8::/32').containsIP(s) && cidr('2001:db8::/32').containsIP(ip(s)) \
+         && cidr('2001:db8::/32').containsCIDR(s + '/128') \
+         && cidr('2001:db8::/32').containsCIDR(cidr(s + '/128')) \
+         && cidr('::/0').containsIP(s) && cidr('10.0.0.0/8').containsIP('10.1.2.3') \
+         && ip.isCanonical(s)) \
+         && cidr('2001:db8::/32').containsIP(object.metadata.annotations.ip) \
+         && cidr('2001:db8::/32').containsCIDR(object.metadata.annotations.cidr) \
+         && cidr('2001:db8::/32').containsCIDR(object.metadata.annotations.cidr + '')",
+    ),
+    (
+        "exact-validate",
+        "[format.dns1123Label().validate(object.metadata.annotations.medium), \
+         format.dns1123Subdomain().validate(object.metadata.annotations.medium), \
+         format.dns1035Label().validate(object.metadata.annotations.medium), \
+         format.qualifiedName().validate(object.metadata.annotations.medium), \
+         format.dns1123LabelPrefix().validate(object.metadata.annotations.medium), \
+         format.dns1123SubdomainPrefix().validate(object.metadata.annotations.medium), \
+         format.dns1035LabelPrefix().validate(object.metadata.annotations.medium), \
+         format.labelValue().validate(object.metadata.annotations.medium), \
+         format.uri().validate(object.metadata.annotations.medium), \
+         format.uuid().validate(object.metadata.annotations.medium), \
+         format.byte().validate(object.metadata.annotations.medium), \
+         format.date().validate(object.metadata.annotations.medium), \
+         format.datetime().validate(object.metadata.annotations.medium), \
+         format.named('uri').value().validate(c.image)].size() == 14",
+    ),
+    (
+        "exact-selectors",
+        "[authorizer.group('').resource('pods') \
+         .labelSelector(object.metadata.annotations.selector) \
+         .fieldSelector(object.metadata.annotations.selector)].size() == 1",
+    ),
+];
+
+/// The pad of [`EXACT_CASES`] covers what one more container would cost: at most this many
+/// characters (annotations may hold 256 KiB in all).
+const MAX_PAD: usize = 200_000;
+
+fn exact_expression(body: &str) -> String {
+    format!(
+        "object.spec.containers.all(c, {body}) \
+         && object.metadata.annotations.pad == object.metadata.annotations.pad"
+    )
+}
+
+/// A Pod for [`EXACT_CASES`]: `text` is 20,000 characters in 24,000 bytes (the library's
+/// sizes count characters; its traversals and `string(bytes)` count bytes), `medium` 150,
+/// `ips` 125 IPv6 addresses, `selector` a label selector of 199 characters, `ip` and `cidr`
+/// an IPv6 address and prefix, `pad` `pad` characters.
+fn library_pod(case: &str, containers: usize, pad: usize) -> Value {
+    let mut object = pod(case, containers);
+    object["metadata"]["name"] = json!(format!("{case}-{containers}-{pad}"));
+    let ips: Vec<String> = (1..=125).map(|i| format!("2001:db8::{i:x}")).collect();
+    let selector: Vec<String> = (0..20).map(|i| format!("key{i}=v{i}")).collect();
+    object["metadata"]["annotations"] = json!({
+        "text": format!("{}{}", "\u{e9}".repeat(4_000), "a".repeat(16_000)),
+        "medium": format!("{}{}", "m".repeat(120), "\u{e9}".repeat(30)),
+        "ips": ips.join(","),
+        "selector": selector.join(","),
+        "ip": "2001:db8::ffff",
+        "cidr": "2001:db8:ffff:ffff::/64",
+        "pad": "x".repeat(pad),
+    });
+    object
+}
+
+/// Answers every `authorizer` check (the selector case builds checks it never makes).
+struct AllowsAll;
+
+impl Authorizer for AllowsAll {
+    fn authorize(&self, _: &AuthorizationCheck) -> Result<AuthorizationDecision, String> {
+        Ok(AuthorizationDecision {
+            allowed: true,
+            reason: String::new(),
+            error: String::new(),
+        })
+    }
+}
+
+/// The containers and pad length at which `expression` costs exactly the limit in Portcullis.
+fn exact_boundary(expression: &str) -> (usize, usize) {
+    let env = CelEnvironment::kubernetes().limits(CelLimits {
+        max_eval_time: Duration::from_secs(120),
+        ..CelLimits::default()
+    });
+    let program = env.compile(expression).unwrap();
+    let cost = |n: usize, pad: usize| {
+        let object = library_pod("probe", n, pad);
+        let activation = Activation::new()
+            .object(&object)
+            .authorizer(Arc::new(AllowsAll), None);
+        let (result, cost) = program.evaluate_with_cost(&activation);
+        match result {
+            Ok(value) => {
+                assert_eq!(value, cel::Value::Bool(true), "{expression}");
+                Some(cost)
+            }
+            Err(_) => None,
+        }
+    };
+    // The most containers that leave room for at least one unit of pad.
+    let fits = |n: usize| cost(n, 0).is_some_and(|units| units < LIMIT);
+    assert!(
+        fits(1),
+        "{expression}: one container must be within the limit"
+    );
+    let (mut low, mut high) = (1, 2);
+    while fits(high) {
+        low = high;
+        high *= 2;
+        assert!(high < 100_000, "{expression}: never reaches the limit");
+    }
+    while high - low > 1 {
+        let middle = (low + high) / 2;
+        if fits(middle) {
+            low = middle;
+        } else {
+            high = middle;
+        }
+    }
+    let base = cost(low, 0).unwrap();
+    let pad = 10 * (LIMIT - base) as usize;
+    assert!(
+        pad <= MAX_PAD,
+        "{expression}: a container costs more than the pad can make up ({base} units with {low})"
+    );
+    assert_eq!(cost(low, pad), Some(LIMIT), "{expression}");
+    assert_eq!(cost(low, pad + 1), None, "{expression}");
+    (low, pad)
+}
+
+/// The per-call limit, in units.
+const LIMIT: u64 = 1_000_000;
+
+#[test]
+fn library_calls_cost_the_apiserver_units_exactly() {
+    let Some(bin) = e2e_bin() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let policies = work.path().join("policies.yaml");
+    let yaml: String = EXACT_CASES
+        .iter()
+        .map(|(name, body)| (*name, exact_expression(body)))
+        .chain([("sentinel", "false".to_owned())])
+        .map(|(name, expression)| {
+            pod_policy_yaml(
+                &format!("cost-{name}"),
+                name,
+                &format!(
+                    "  validations:\n    - expression: {expression:?}\n      message: denied by {name}\n"
+                ),
+            )
+        })
+        .collect();
+    std::fs::write(&policies, yaml).unwrap();
+
+    // (case, containers, pad, the units Portcullis charges)
+    let mut probes = Vec::new();
+    for (case, body) in EXACT_CASES {
+        let (n, pad) = exact_boundary(&exact_expression(body));
+        eprintln!("{case}: {n} containers, a pad of {pad} characters");
+        for (pad, units) in [(pad - 10, LIMIT - 1), (pad, LIMIT), (pad + 1, LIMIT + 1)] {
+            probes.push((*case, units, library_pod(case, n, pad)));
+        }
+    }
+    let mut files = Vec::new();
+    for (i, (_, _, object)) in probes.iter().enumerate() {
+        let file = work.path().join(format!("probe-{i}.json"));
+        std::fs::write(&file, serde_json::to_vec(object).unwrap()).unwrap();
+        files.push(file);
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .args(["check", "--cel-timeout", "10m", "--authorizer", "allow"])
+        .args(["--output", "json", "--policies"])
+        .arg(&policies)
+        .args(&files)
+        .output()
+        .unwrap();
+    let checked: Vec<Value> = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("check output: {e}: {}", stderr(&output)));
+    assert_eq!(checked.len(), probes.len());
+
+    let cluster = ControlPlane::start(&bin);
+    cluster.kubectl_ok(&["apply", "-f", policies.to_str().unwrap()]);
+    eventually(
+        "the policies to be in force",
+        Duration::from_secs(60),
+        || match apiserver_answer(&cluster, &pod("sentinel", 1)) {
+            Err(error) if error.contains("denied by sentinel") => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
+    let mut differences = Vec::new();
+    for ((case, units, object), portcullis) in probes.iter().zip(&checked) {
+        let apiserver = apiserver_answer(&cluster, object);
+        let allowed = portcullis["allowed"].as_bool().unwrap();
+        let expected = *units <= LIMIT;
+        let agree = match &apiserver {
+            Ok(()) => allowed == expected && allowed,
+            Err(error) => {
+                !allowed
+                    && !expected
+                    && error.contains(LIMIT_EXCEEDED)
+                    && portcullis["violations"]
+                        .to_string()
+                        .contains(LIMIT_EXCEEDED)
+            }
+        };
+        eprintln!(
+            "{case} at {units} units: apiserver {}, Portcullis {}",
+            if apiserver.is_ok() {
+                "admits"
+            } else {
+                "denies"
+            },
+            if allowed { "admits" } else { "denies" },
+        );
+        if !agree {
+            differences.push(format!(
+                "{case} at {units} units: apiserver {apiserver:?}, Portcullis {portcullis}"
+            ));
+        }
+    }
+    assert!(differences.is_empty(), "{differences:#?}");
 }
 
 /// The expression each budget case repeats: true on the budget cases' Pods, and charged by

@@ -21,9 +21,18 @@
 //! condition and step of a comprehension are regions of their own. Calls whose cost depends
 //! on their arguments' sizes in cel-go are charged from the sizes as they run: equality and
 //! ordering (the smaller operand's size / 10), `+` on strings (the sum / 10), `in` a list (its
-//! size), `startsWith`/`endsWith` (the prefix or suffix / 10), `contains` (the product), through
-//! [`SIZED_FUNCTION`] wrappers around their operands; `matches` by its implementation. The
-//! Kubernetes libraries' size-based costs are charged 1 (an undercount).
+//! size), `startsWith`/`endsWith` (the prefix or suffix / 10), `contains` (the product),
+//! `string(bytes)`, `bytes(string)`, `format` and `strings.quote` (the operand / 10), through
+//! [`SIZED_FUNCTION`] wrappers around their operands; the Kubernetes library's calls the same
+//! way as its `CostEstimator` says (`LIBRARY_SIZED`; `join` by its result, wrapped;
+//! `containsIP`/`containsCIDR` by the CIDR's prefix); and `matches`, `find`, `findAll`, a
+//! format's `validate` and the authorizer's `labelSelector`/`fieldSelector` by their
+//! implementations, which see every operand.
+//!
+//! cel-go's own sized units are keyed by the overload the checker chose: ordering, `+`, `in`,
+//! `string(bytes)`, `bytes(string)` and `containsIP`/`containsCIDR`'s string parse are sized
+//! only where an operand's type picks that overload ([`static_type`]); between `dyn` operands
+//! (all that is read from `object`) the call is dispatched at runtime and costs 1.
 
 use cel::common::ast::{CallExpr, EntryExpr, Expr, IdedExpr, ListExpr, LiteralValue, operators};
 
@@ -60,6 +69,15 @@ pub(crate) enum SizeRule {
     /// operand (strings and bytes a tenth of their length rounded down, lists and maps the
     /// sum of their items', anything else 1), measured where the operand is at hand.
     Traversal = 8,
+    /// `containsIP` (Kubernetes' `CostEstimator`): noted the operand, charged at the CIDR
+    /// (its prefix's bytes c): 2c / 10, rounded up.
+    ContainsIp = 9,
+    /// `containsIP` of an operand the checker knows is a string: also its size / 10.
+    ContainsIpString = 10,
+    /// `containsCIDR`: 2c / 10 and c / 10, each rounded up, plus 1.
+    ContainsCidr = 11,
+    /// `containsCIDR` of an operand the checker knows is a string: also its size / 10.
+    ContainsCidrString = 12,
 }
 
 impl SizeRule {
@@ -74,9 +92,24 @@ impl SizeRule {
             SizeRule::Text,
             SizeRule::TextTwice,
             SizeRule::Traversal,
+            SizeRule::ContainsIp,
+            SizeRule::ContainsIpString,
+            SizeRule::ContainsCidr,
+            SizeRule::ContainsCidrString,
         ]
         .into_iter()
         .find(|rule| *rule as i64 == code)
+    }
+
+    /// Whether this rule charges `containsIP`/`containsCIDR` at their CIDR receiver.
+    pub(crate) fn is_containment(self) -> bool {
+        matches!(
+            self,
+            SizeRule::ContainsIp
+                | SizeRule::ContainsIpString
+                | SizeRule::ContainsCidr
+                | SizeRule::ContainsCidrString
+        )
     }
 
     /// The units of a call with operands of these sizes (and whether each is text).
@@ -96,6 +129,23 @@ impl SizeRule {
             SizeRule::TextTwice => tenth(2 * second.0),
             // The operand's traversal cost, measured by the caller.
             SizeRule::Traversal => second.0,
+            SizeRule::ContainsIp
+            | SizeRule::ContainsIpString
+            | SizeRule::ContainsCidr
+            | SizeRule::ContainsCidrString => {
+                let prefix_bytes = second.0;
+                let mut units = tenth(2 * prefix_bytes);
+                if matches!(self, SizeRule::ContainsCidr | SizeRule::ContainsCidrString) {
+                    units += tenth(prefix_bytes) + 1;
+                }
+                if matches!(
+                    self,
+                    SizeRule::ContainsIpString | SizeRule::ContainsCidrString
+                ) {
+                    units += tenth(first.0);
+                }
+                units
+            }
         }
     }
 }
@@ -144,16 +194,171 @@ const LIBRARY_SIZED: &[(&str, SizeRule)] = &[
     ("isSemver", SizeRule::Text),
     ("replace", SizeRule::TextTwice),
     ("split", SizeRule::TextTwice),
+    ("isCanonical", SizeRule::TextTwice),
     ("isSorted", SizeRule::Traversal),
     ("sum", SizeRule::Traversal),
     ("max", SizeRule::Traversal),
     ("min", SizeRule::Traversal),
     ("indexOf", SizeRule::Traversal),
     ("lastIndexOf", SizeRule::Traversal),
+    ("includes", SizeRule::Traversal),
+    // cel-go's own units for these (Kubernetes' estimator leaves them to it): the format
+    // string's (the quoted string's) size / 10, rounded up.
+    ("format", SizeRule::Text),
+    ("quote", SizeRule::Text),
+];
+
+/// Kubernetes library calls that charge their own units as they run, from their operands
+/// (regexes: `matches`, `find`, `findAll`; a named format's `validate`; the authorizer's
+/// selectors): the call costs nothing here.
+const CHARGED_BY_IMPLEMENTATION: &[&str] = &[
+    "matches",
+    "find",
+    "findAll",
+    "validate",
+    "labelSelector",
+    "fieldSelector",
 ];
 
 /// Receivers that name a function namespace, not a value (`jsonpatch.escapeKey(…)`).
 const NAMESPACES: &[&str] = &["jsonpatch", "strings", "lists", "optional", "sets", "math"];
+
+/// Whether `call` is a namespaced global function (`sets.contains(…)`, `ip.isCanonical(…)`,
+/// `format.named(…)`, `format.dns1123Label()`), whose receiver is a name, not a value.
+fn is_namespaced(call: &CallExpr) -> bool {
+    let Some(IdedExpr {
+        expr: Expr::Ident(namespace),
+        ..
+    }) = call.target.as_deref()
+    else {
+        return false;
+    };
+    let function = call.func_name.as_str();
+    NAMESPACES.contains(&namespace.as_str())
+        || (namespace == "ip" && function == "isCanonical")
+        || (namespace == "format"
+            && (function == "named" || super::library::FORMATS.contains(&function)))
+}
+
+/// What the apiserver's checker knows of an expression's type, where a cost depends on it:
+/// `object`, `oldObject`, `params`, … are `dyn`, and so is all read from them; literals and
+/// the results of some functions are typed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StaticType {
+    String,
+    Bytes,
+    /// A list of strings (`split`, `findAll`, a literal of strings).
+    StringList,
+    List,
+    Dyn,
+}
+
+impl StaticType {
+    fn is_list(self) -> bool {
+        matches!(self, StaticType::List | StaticType::StringList)
+    }
+}
+
+thread_local! {
+    /// The comprehension variables in scope while a program is instrumented, innermost last,
+    /// with what the checker knows of their types (strings, over a list of strings).
+    static SCOPES: std::cell::RefCell<Vec<(String, StaticType)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A comprehension variable in scope until dropped.
+struct Scope;
+
+impl Scope {
+    fn enter(variable: &str, range: StaticType) -> Scope {
+        let element = if range == StaticType::StringList {
+            StaticType::String
+        } else {
+            StaticType::Dyn
+        };
+        SCOPES.with(|scopes| scopes.borrow_mut().push((variable.to_owned(), element)));
+        Scope
+    }
+}
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        SCOPES.with(|scopes| scopes.borrow_mut().pop());
+    }
+}
+
+/// The checker's type of `expr`, as far as [`StaticType`] tells it (`Dyn` for anything else).
+fn static_type(expr: &IdedExpr) -> StaticType {
+    match &expr.expr {
+        Expr::Literal(LiteralValue::String(_)) => StaticType::String,
+        Expr::Literal(LiteralValue::Bytes(_)) => StaticType::Bytes,
+        Expr::Ident(name) => SCOPES.with(|scopes| {
+            scopes
+                .borrow()
+                .iter()
+                .rev()
+                .find(|(variable, _)| variable == name)
+                .map_or(StaticType::Dyn, |(_, t)| *t)
+        }),
+        Expr::List(list)
+            if !list.elements.is_empty()
+                && list
+                    .elements
+                    .iter()
+                    .all(|e| static_type(e) == StaticType::String) =>
+        {
+            StaticType::StringList
+        }
+        Expr::List(_) => StaticType::List,
+        // `map` and `filter` build their result in a list.
+        Expr::Comprehension(c) if matches!(c.accu_init.expr, Expr::List(_)) => StaticType::List,
+        Expr::Call(call) => {
+            let member = call.target.is_some();
+            match call.func_name.as_str() {
+                "string" if !member && call.args.len() == 1 => StaticType::String,
+                "bytes" if !member && call.args.len() == 1 => StaticType::Bytes,
+                "lowerAscii" | "upperAscii" | "trim" | "replace" | "substring" | "charAt"
+                | "format" | "join" | "find"
+                    if member && !is_namespaced(call) =>
+                {
+                    StaticType::String
+                }
+                "quote" if is_namespaced(call) => StaticType::String,
+                "split" | "findAll" if member => StaticType::StringList,
+                // `+` resolves to one overload when either operand is typed: that one's type.
+                operators::ADD if !member && call.args.len() == 2 => {
+                    match (static_type(&call.args[0]), static_type(&call.args[1])) {
+                        (StaticType::Dyn, other) | (other, StaticType::Dyn) if other.is_list() => {
+                            StaticType::List
+                        }
+                        (StaticType::Dyn, other) | (other, StaticType::Dyn) => other,
+                        (first, second) if first == second => first,
+                        (first, second) if first.is_list() && second.is_list() => StaticType::List,
+                        _ => StaticType::Dyn,
+                    }
+                }
+                operators::CONDITIONAL if call.args.len() == 3 => {
+                    match (static_type(&call.args[1]), static_type(&call.args[2])) {
+                        (first, second) if first == second => first,
+                        _ => StaticType::Dyn,
+                    }
+                }
+                _ => StaticType::Dyn,
+            }
+        }
+        _ => StaticType::Dyn,
+    }
+}
+
+/// Whether the checker knows `expr` is a string or bytes.
+fn is_text(expr: &IdedExpr) -> bool {
+    matches!(static_type(expr), StaticType::String | StaticType::Bytes)
+}
+
+/// `list.join()`, `list.join(separator)`: charged by its result (see [`region`]).
+fn is_join(call: &CallExpr) -> bool {
+    call.func_name == "join" && call.target.is_some() && call.args.len() <= 1
+}
 
 /// Wraps the regions of `expr` in `@cost` calls charging their units.
 pub(super) fn instrument(expr: &mut IdedExpr) {
@@ -316,11 +521,21 @@ fn region(expr: &mut IdedExpr) -> u64 {
                 };
                 return init + region(&mut c.result);
             }
+            let range = static_type(&c.iter_range);
             let units = region(&mut c.iter_range) + region(&mut c.accu_init);
+            let _scope = Scope::enter(&c.iter_var, range);
             own_region(&mut c.loop_cond);
             let accu = c.accu_var.clone();
             step_region(&accu, &mut c.loop_step);
             units + region(&mut c.result)
+        }
+        Expr::Call(call) if is_join(call) => {
+            // Kubernetes charges `join` twice its result's size / 10, rounded up, in place of
+            // 1: the call's value is measured as it is returned.
+            let target = call.target.as_deref_mut().map_or(0, region);
+            let units = target + call.args.iter_mut().map(region).sum::<u64>();
+            sized(expr, -1, SizeRule::TextTwice);
+            units
         }
         Expr::Call(call) => call_units(call),
     }
@@ -465,7 +680,9 @@ fn call_units(call: &mut CallExpr) -> u64 {
             // Membership in a constant list is a set lookup, planned at compile time.
             region(&mut call.args[0])
         }
-        operators::IN if binary => {
+        // `in` a list the checker knows is one (`in_list`); on a `dyn` operand the call is
+        // dispatched at runtime and costs 1.
+        operators::IN if binary && static_type(&call.args[1]).is_list() => {
             let units = region(&mut call.args[0]) + region(&mut call.args[1]);
             sized(&mut call.args[1], -1, SizeRule::InList);
             units
@@ -502,18 +719,21 @@ fn call_units(call: &mut CallExpr) -> u64 {
             };
             sized_pair(first, second, SizeRule::Min)
         }
+        // Ordering and `+` of strings (bytes) are charged by size only where the checker
+        // chose the string (bytes) overload, for an operand it knows is one; between two `dyn`
+        // operands the call is dispatched at runtime and costs 1.
         operators::LESS
         | operators::LESS_EQUALS
         | operators::GREATER
         | operators::GREATER_EQUALS
-            if binary && !both_literal =>
+            if binary && !both_literal && call.args.iter().any(is_text) =>
         {
             let [first, second] = call.args.as_mut_slice() else {
                 unreachable!("two arguments")
             };
             sized_pair(first, second, SizeRule::MinOfText)
         }
-        operators::ADD if binary && !both_literal => {
+        operators::ADD if binary && !both_literal && call.args.iter().any(is_text) => {
             let [first, second] = call.args.as_mut_slice() else {
                 unreachable!("two arguments")
             };
@@ -530,10 +750,41 @@ fn call_units(call: &mut CallExpr) -> u64 {
             sized(&mut call.args[0], -1, SizeRule::Text);
             units
         }
-        // Charged by the implementation, from the text's and the pattern's lengths.
-        "matches" => {
+        "containsIP" | "containsCIDR" if call.args.len() == 1 && call.target.is_some() => {
+            // The string's parse is charged only where the checker chose the string overload.
+            let string = static_type(&call.args[0]) == StaticType::String;
+            let rule = match (name, string) {
+                ("containsIP", false) => SizeRule::ContainsIp,
+                ("containsIP", true) => SizeRule::ContainsIpString,
+                (_, false) => SizeRule::ContainsCidr,
+                (_, true) => SizeRule::ContainsCidrString,
+            };
+            let target = call.target.as_deref_mut().expect("a target");
+            sized_pair(&mut call.args[0], target, rule)
+        }
+        // Charged by the implementation, from its operands.
+        _ if CHARGED_BY_IMPLEMENTATION.contains(&name) => {
             let target = call.target.as_deref_mut().map_or(0, region);
             target + call.args.iter_mut().map(region).sum::<u64>()
+        }
+        // cel-go's units for `string(bytes)` and `bytes(string)`: the operand's size / 10, when
+        // the checker chose that overload, which it does only for an operand known to be bytes
+        // (a string); on a `dyn` operand (anything read from `object`) the call is dispatched
+        // at runtime and costs 1, as other conversions; a conversion of a constant nothing.
+        "string" | "bytes"
+            if call.target.is_none()
+                && call.args.len() == 1
+                && !is_literal(&call.args[0])
+                && static_type(&call.args[0])
+                    == if name == "string" {
+                        StaticType::Bytes
+                    } else {
+                        StaticType::String
+                    } =>
+        {
+            let units = region(&mut call.args[0]);
+            sized(&mut call.args[0], -1, SizeRule::Text);
+            units
         }
         "check" if call.args.len() == 1 && call.target.is_some() => {
             let target = call.target.as_deref_mut().map_or(0, region);
@@ -541,11 +792,7 @@ fn call_units(call: &mut CallExpr) -> u64 {
         }
         _ if library_sized(call).is_some() => {
             let rule = library_sized(call).expect("a sized library call");
-            let namespaced = matches!(
-                call.target.as_deref(),
-                Some(IdedExpr { expr: Expr::Ident(namespace), .. })
-                    if NAMESPACES.contains(&namespace.as_str())
-            );
+            let namespaced = is_namespaced(call);
             let mut units = call.args.iter_mut().map(region).sum::<u64>();
             let operand = match call.target.as_deref_mut() {
                 Some(target) if !namespaced => {
@@ -567,13 +814,10 @@ fn call_units(call: &mut CallExpr) -> u64 {
             0
         }
         _ => {
-            let target = match call.target.as_deref_mut() {
-                Some(IdedExpr {
-                    expr: Expr::Ident(namespace),
-                    ..
-                }) if NAMESPACES.contains(&namespace.as_str()) => 0,
-                Some(target) => region(target),
-                None => 0,
+            let target = if is_namespaced(call) {
+                0
+            } else {
+                call.target.as_deref_mut().map_or(0, region)
             };
             1 + target + call.args.iter_mut().map(region).sum::<u64>()
         }
@@ -620,5 +864,249 @@ pub(crate) fn charge_sized(
                 None => Ok(()),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::super::{
+        Activation, AuthorizationCheck, AuthorizationDecision, Authorizer, CelEnvironment,
+        CelLimits,
+    };
+
+    struct Allows;
+
+    impl Authorizer for Allows {
+        fn authorize(&self, _: &AuthorizationCheck) -> Result<AuthorizationDecision, String> {
+            Ok(AuthorizationDecision {
+                allowed: true,
+                reason: String::new(),
+                error: String::new(),
+            })
+        }
+    }
+
+    /// 35 characters in 40 bytes: the library's sizes count characters, `string(bytes)` and
+    /// the traversals bytes.
+    fn text() -> String {
+        format!("{}{}", "é".repeat(5), "a".repeat(30))
+    }
+
+    fn pod() -> serde_json::Value {
+        json!({"metadata": {"name": "web", "annotations": {
+            "text": text(),
+            "ip6": "2001:db8::1",
+            "selector": "app=web,tier!=db",
+        }}, "spec": {"names": ["a", "b", "web"], "texts": [text()]}})
+    }
+
+    fn cost_of(source: &str) -> u64 {
+        let env = CelEnvironment::kubernetes().limits(CelLimits {
+            max_eval_time: Duration::from_secs(60),
+            ..CelLimits::default()
+        });
+        let program = env.compile(source).unwrap();
+        let object = pod();
+        let activation = Activation::new()
+            .object(&object)
+            .authorizer(Arc::new(Allows), None);
+        let (result, cost) = program.evaluate_with_cost(&activation);
+        assert_eq!(result, Ok(cel::Value::Bool(true)), "{source}");
+        cost
+    }
+
+    fn assert_costs(cases: &[(&str, u64)]) {
+        for (source, expected) in cases {
+            assert_eq!(cost_of(source), *expected, "{source}");
+        }
+    }
+
+    #[test]
+    fn join_costs_twice_its_result_over_ten() {
+        assert_costs(&[
+            // The list 10 + its items 4 + 3; the result of 35 + 1 + 3 characters: 78 / 10 → 8;
+            // `!= ''` nothing.
+            (
+                "[object.metadata.annotations.text, object.metadata.name].join('-') != ''",
+                17 + 8,
+            ),
+            // 'web': 6 / 10 → 1.
+            ("[object.metadata.name].join() == 'web'", 13 + 1 + 1),
+            // An empty result costs nothing (the constant list nothing either).
+            ("[''].join() == ''", 0),
+        ]);
+    }
+
+    #[test]
+    fn find_and_find_all_cost_as_matches() {
+        assert_costs(&[
+            // (1 + 35) / 10 → 4 times the pattern's 2 / 4 → 1.
+            ("object.metadata.annotations.text.find('a+') != ''", 4 + 4),
+            // (1 + 35) / 10 → 4 times 6 / 4 → 2; size() 1; == 1.
+            (
+                "object.metadata.annotations.text.findAll('[a-z]+', 1).size() == 1",
+                4 + 8 + 1 + 1,
+            ),
+        ]);
+    }
+
+    #[test]
+    fn conversions_between_strings_and_bytes_cost_their_operand_over_ten() {
+        assert_costs(&[
+            // bytes() of a `dyn` operand is dispatched at runtime: 1; size() 1; == 1.
+            (
+                "bytes(object.metadata.annotations.text).size() == 40",
+                4 + 1 + 1 + 1,
+            ),
+            // `+ ''` makes it a string (the `+` 35 / 10 → 4): bytes() of 35 characters → 4.
+            (
+                "bytes(object.metadata.annotations.text + '').size() == 40",
+                4 + 4 + 4 + 1 + 1,
+            ),
+            // bytes() 1, string() of 40 bytes 4, == of 35 characters 4, the two paths 4 each.
+            (
+                "string(bytes(object.metadata.annotations.text)) == \
+                 object.metadata.annotations.text",
+                4 + 1 + 4 + 4 + 4,
+            ),
+            // A string to a string costs 1; a conversion of a constant nothing.
+            ("string(object.metadata.name) == 'web'", 3 + 1 + 1),
+            ("string(1) == '1'", 1),
+            // A comprehension variable over a list of strings is a string: the range 4 + split
+            // 7; the condition 2, the step 1 + s 1 + bytes() 4 + size() 1 + `>` 1; the result 1.
+            (
+                "object.metadata.annotations.text.split(',').all(s, bytes(s).size() > 0)",
+                11 + (2 + 1 + 7) + 1,
+            ),
+            // Over a `dyn` list, `dyn`: bytes() 1.
+            (
+                "object.spec.texts.all(s, bytes(s).size() > 0)",
+                3 + (2 + 1 + 4) + 1,
+            ),
+        ]);
+    }
+
+    #[test]
+    fn quote_and_format_cost_their_string_over_ten() {
+        assert_costs(&[
+            (
+                "strings.quote(object.metadata.annotations.text).size() > 0",
+                4 + 4 + 1 + 1,
+            ),
+            ("object.metadata.annotations.text.format([]) != ''", 4 + 4),
+            // The format string 1; the list 10 + 3 (the constant 0); == 1.
+            (
+                "'%s-%d'.format([object.metadata.name, 1]) == 'web-1'",
+                1 + 13 + 1,
+            ),
+        ]);
+    }
+
+    #[test]
+    fn network_calls_cost_what_kubernetes_charges() {
+        assert_costs(&[
+            // `ip` names the function, not a variable: twice 11 / 10 → 3, and the path 4.
+            ("ip.isCanonical(object.metadata.annotations.ip6)", 4 + 3),
+            // cidr('10.0.0.0/8') 1; a /8 prefix is 1 byte: 2 / 10 → 1, the string 8 / 10 → 1.
+            ("cidr('10.0.0.0/8').containsIP('10.1.2.3')", 1 + 2),
+            // A /32 is 4 bytes: 8 / 10 → 1; the path 4. A `dyn` operand (the checker cannot
+            // choose the string overload) is not charged its parse.
+            (
+                "cidr('2001:db8::/32').containsIP(object.metadata.annotations.ip6)",
+                2 + 1 + 4,
+            ),
+            // A string it can: + 11 / 10 → 2 (and the `+ ''` 2).
+            (
+                "cidr('2001:db8::/32').containsIP(object.metadata.annotations.ip6 + '')",
+                2 + 1 + 2 + 4 + 2,
+            ),
+            // A /0 has no bytes to compare: the call costs nothing.
+            ("cidr('::/0').containsIP(ip('::1'))", 1 + 1),
+            // /128 is 16 bytes: 32 / 10 → 4, and 16 / 10 → 2 + 1; the string 14 / 10 → 2.
+            (
+                "cidr('2001:db8::/128').containsCIDR('2001:db8::/128')",
+                2 + 4 + 3 + 2,
+            ),
+            // /24 is 3 bytes: 6 / 10 → 1, 3 / 10 → 1 + 1.
+            (
+                "cidr('10.0.0.0/24').containsCIDR(cidr('10.0.0.0/28'))",
+                2 + 2 + 3,
+            ),
+            // Equality of CIDRs costs 1, whatever their prefixes.
+            (
+                "cidr('2001:db8::/128') == cidr('2001:db8::/128')",
+                2 + 2 + 1,
+            ),
+        ]);
+    }
+
+    #[test]
+    fn validate_costs_a_match_against_the_format_regex_size() {
+        assert_costs(&[
+            // format.dns1123Label() 1 (`format` names the function); (1 + 3) / 10 → 1 times
+            // 30 / 4 → 8; hasValue() 1.
+            (
+                "!format.dns1123Label().validate(object.metadata.name).hasValue()",
+                1 + 3 + 8 + 1 + 1,
+            ),
+            // format.named() 1, value() 1; (1 + 35) / 10 → 4 times 1103 / 4 → 276.
+            (
+                "format.named('uri').value().validate(object.metadata.annotations.text) \
+                 .hasValue()",
+                1 + 1 + 4 + 4 * 276 + 1,
+            ),
+        ]);
+    }
+
+    #[test]
+    fn selectors_cost_their_parse() {
+        // authorizer, group, resource 1 each; the path 4; a selector of n characters costs
+        // 10 + n / 10 + 50 × n / 2 (rounded up): 16 → 412, 3 → 111; the list 10, size 1, == 1.
+        assert_costs(&[(
+            "[authorizer.group('').resource('pods') \
+             .labelSelector(object.metadata.annotations.selector).fieldSelector('a=b')] \
+             .size() == 1",
+            3 + 4 + 412 + 111 + 10 + 1 + 1,
+        )]);
+    }
+
+    #[test]
+    fn operators_between_dyn_operands_cost_1() {
+        assert_costs(&[
+            // Two `dyn` strings: `+` and `>=` are dispatched at runtime, 1 each.
+            (
+                "object.metadata.annotations.text + object.metadata.annotations.text != ''",
+                4 + 4 + 1,
+            ),
+            (
+                "object.metadata.annotations.text >= object.metadata.annotations.text",
+                4 + 4 + 1,
+            ),
+            // A string operand chooses the string overloads: `+` 35 / 10 → 4, `>=` 4.
+            (
+                "object.metadata.annotations.text + '' >= object.metadata.annotations.text",
+                4 + 4 + 4 + 4,
+            ),
+            // `in` a `dyn` list: 1; in a list literal: its size, 2.
+            ("object.metadata.name in object.spec.names", 3 + 3 + 1),
+            (
+                "object.metadata.name in [object.metadata.name, 'a']",
+                3 + 10 + 3 + 2,
+            ),
+        ]);
+    }
+
+    #[test]
+    fn includes_costs_a_traversal_of_its_list() {
+        // The list 10 + 4 + 3; its traversal: 40 bytes / 10 → 4, 3 / 10 → 0.
+        assert_costs(&[(
+            "[object.metadata.annotations.text, object.metadata.name].includes('web')",
+            17 + 4,
+        )]);
     }
 }

@@ -99,7 +99,18 @@ impl<'e> Compiler<'e> {
                     ),
                     (None, SIZED_FUNCTION, [site, rule, inner]) => {
                         let rule = SizeRule::from_code(int_literal(rule)?)?;
-                        if rule == SizeRule::Traversal {
+                        // Rules of library calls the compiled evaluator does not cover.
+                        if !matches!(
+                            rule,
+                            SizeRule::Note
+                                | SizeRule::Min
+                                | SizeRule::MinOfText
+                                | SizeRule::SumOfText
+                                | SizeRule::Product
+                                | SizeRule::InList
+                                | SizeRule::Text
+                                | SizeRule::TextTwice
+                        ) {
                             return None;
                         }
                         Node::Sized(int_literal(site)?, rule, boxed(self.node(inner)?))

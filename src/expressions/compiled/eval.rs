@@ -385,7 +385,11 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_> {
             SizeRule::InList | SizeRule::Text | SizeRule::TextTwice => {
                 self.charge_cost(rule.units((0, false), operand))
             }
-            SizeRule::Traversal => Err(Stop::Interpret),
+            SizeRule::Traversal
+            | SizeRule::ContainsIp
+            | SizeRule::ContainsIpString
+            | SizeRule::ContainsCidr
+            | SizeRule::ContainsCidrString => Err(Stop::Interpret),
             SizeRule::Min | SizeRule::MinOfText | SizeRule::SumOfText | SizeRule::Product => {
                 match self.noted.iter().position(|(s, _)| *s == site) {
                     Some(at) => {

@@ -75,8 +75,14 @@ pub(super) fn authz_member(function: &str, args: &[Value]) -> Fallible {
         "namespace" => next.check.namespace = arg,
         "name" => next.check.name = arg,
         "path" => next.check.path = arg,
-        "fieldSelector" => next.check.field_selector = arg,
-        "labelSelector" => next.check.label_selector = arg,
+        "fieldSelector" | "labelSelector" => {
+            crate::expressions::charge_cost(selector_units(&arg))?;
+            if function == "fieldSelector" {
+                next.check.field_selector = arg;
+            } else {
+                next.check.label_selector = arg;
+            }
+        }
         "serviceAccount" => {
             let name = str_arg(function, args, 2)?.to_owned();
             // As `authorizerServiceAccount` (k8s.io/apiserver pkg/cel/library/authz.go).
@@ -100,6 +106,15 @@ pub(super) fn authz_member(function: &str, args: &[Value]) -> Fallible {
         _ => return Err(no_overload(function, args)),
     }
     Ok(wrap(next))
+}
+
+/// Kubernetes' units for parsing a field or label selector of `selector`'s length n
+/// (`selectorCostEstimate` in k8s.io/apiserver pkg/cel/library/cost.go): a list (10), a
+/// traversal (n / 10), and for each of up to n / 2 requirements a list and a struct (50), each
+/// fraction rounded up.
+fn selector_units(selector: &str) -> u64 {
+    let length = selector.chars().count() as u64;
+    10 + length.div_ceil(10) + 50 * length.div_ceil(2)
 }
 
 /// `authorizer.requestResource`: the authorizer, scoped to the request's group, resource,

@@ -16,7 +16,8 @@ impl Opaque for NamedFormat {
 pub(super) const UUID: &str =
     "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
 
-pub(super) const FORMATS: &[&str] = &[
+/// The names `format.named()` knows, each also a constructor (`format.dns1123Label()`).
+pub(crate) const FORMATS: &[&str] = &[
     "dns1123Label",
     "dns1123Subdomain",
     "dns1035Label",
@@ -82,11 +83,30 @@ pub(super) fn mask_trailing_dash(s: &str) -> String {
     }
 }
 
+/// The size Kubernetes assumes for a format's regex when it charges `validate`
+/// (`MaxRegexSize` in k8s.io/apiserver pkg/cel/library/format.go; `uri` the length of
+/// govalidator's URL regex, `uuid`, `date` and `datetime` those of kube-openapi's
+/// `UUIDPattern` and `DateTimePattern`, `byte` a base64 regex's).
+fn max_regex_size(name: &str) -> u64 {
+    match name {
+        "dns1123Label" | "dns1035Label" | "dns1123LabelPrefix" | "dns1035LabelPrefix" => 30,
+        "dns1123Subdomain" | "qualifiedName" | "dns1123SubdomainPrefix" => 60,
+        "labelValue" => 40,
+        "uri" => 1103,
+        "uuid" => 70,
+        "byte" => 84,
+        _ => 71,
+    }
+}
+
 pub(super) fn format_validate(args: &[Value]) -> Fallible {
     let Some(NamedFormat(name)) = args.first().and_then(opaque::<NamedFormat>) else {
         return Err(no_overload("validate", args));
     };
     let s = str_arg("validate", args, 1)?;
+    // Kubernetes charges a regex match of the text against the format's assumed regex size:
+    // (1 + the text's length) / 10 times that size / 4, each rounded up.
+    crate::expressions::charge_cost(regex_units(s, max_regex_size(name)))?;
     let mut errors = Vec::new();
     match *name {
         "dns1123Label" => errors = names::dns1123_label_errors(s),

@@ -35,6 +35,7 @@ mod urls;
 
 use self::{authz::*, formats::*, lists::*, net::*, patterns::*, quantity::*, semver::*, urls::*};
 pub(crate) use authz::authorizer_value;
+pub(crate) use formats::FORMATS;
 pub(crate) use patterns::cached_regex_match;
 #[cfg(test)]
 pub(crate) use patterns::cached_regexes;
@@ -534,6 +535,12 @@ fn sized<'b, 'v>(mut args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Execut
     let kind = value.get_type().kind();
     let size = if rule == super::cost::SizeRule::Traversal {
         cel::Value::try_from(value.as_ref()).map_or(1, |v| traversal_cost(&v))
+    } else if rule.is_containment() {
+        // The receiver of `containsIP`/`containsCIDR`: Kubernetes' size of a CIDR, its
+        // prefix in bytes, rounded up. (Equality charges CIDRs and IPs 1, not by this size.)
+        cel::Value::try_from(value.as_ref()).map_or(1, |v| {
+            opaque::<Cidr>(&v).map_or(1, |cidr| u64::from(cidr.prefix).div_ceil(8))
+        })
     } else {
         // cel-go's `actualSize`: a string's code points, a list's or map's items; 1 otherwise.
         value

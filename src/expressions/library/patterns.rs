@@ -50,6 +50,14 @@ pub(crate) fn cached_regexes() -> usize {
     REGEXES.with(|cache| cache.borrow().len())
 }
 
+/// cel-go's units for matching `text` against a regex of `pattern_size` characters (`matches`,
+/// and Kubernetes' `find`, `findAll` and `validate`): (1 + the text's length) / 10 times the
+/// pattern's length / 4, each rounded up.
+pub(super) fn regex_units(text: &str, pattern_size: u64) -> u64 {
+    let text_units = (1 + text.chars().count() as u64).div_ceil(10);
+    text_units.saturating_mul(pattern_size.div_ceil(4))
+}
+
 pub(super) fn regex_matches<'b, 'v>(
     args: Vec<CowVal<'b, 'v>>,
 ) -> Result<CowVal<'b, 'v>, ExecutionError> {
@@ -64,17 +72,14 @@ pub(super) fn regex_matches<'b, 'v>(
                 .collect(),
         ));
     };
-    // cel-go's cost: (1 + the text's length) / 10 times the pattern's length / 4, each
-    // rounded up.
-    let text_units = (1 + text.chars().count() as u64).div_ceil(10);
-    let pattern_units = (pattern.chars().count() as u64).div_ceil(4);
-    crate::expressions::charge_cost(text_units * pattern_units)?;
+    crate::expressions::charge_cost(regex_units(text, pattern.chars().count() as u64))?;
     let matched = with_regex("matches", pattern, |re| re.is_match(text))?;
     Ok(CowVal::owned(cel::common::types::CelBool::from(matched)))
 }
 
 pub(super) fn regex_find(args: &[Value]) -> Fallible {
     let (text, pattern) = (str_arg("find", args, 0)?, str_arg("find", args, 1)?);
+    crate::expressions::charge_cost(regex_units(text, pattern.chars().count() as u64))?;
     with_regex("find", pattern, |re| {
         Value::String(Arc::new(
             re.find(text)
@@ -86,6 +91,7 @@ pub(super) fn regex_find(args: &[Value]) -> Fallible {
 
 pub(super) fn regex_find_all(args: &[Value]) -> Fallible {
     let (text, pattern) = (str_arg("findAll", args, 0)?, str_arg("findAll", args, 1)?);
+    crate::expressions::charge_cost(regex_units(text, pattern.chars().count() as u64))?;
     let limit = match args.get(2) {
         Some(Value::Int(n)) if *n >= 0 => *n as usize,
         Some(Value::Int(_)) | None => usize::MAX,
