@@ -41,7 +41,7 @@ use cel::parser::Expression as ParsedExpression;
 use cel::{Context, Env, ExecutionError};
 
 pub use activation::{Activation, AuthorizationCheck, AuthorizationDecision, Authorizer};
-pub use compiled::map_order_observed;
+pub use compiled::{compiled_evaluation_gave_up, map_order_observed};
 pub use convert::{cel_to_json, json_to_cel, json_to_val};
 pub use expression::{Declarations, Expression, Variables, type_name};
 pub use types::{

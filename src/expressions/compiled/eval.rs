@@ -28,6 +28,13 @@ type Step<T> = Result<T, Stop>;
 
 thread_local! {
     static MAP_ORDER_OBSERVED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static GAVE_UP: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the last compiled evaluation on this thread gave up, leaving the expression to
+/// the interpreter.
+pub fn compiled_evaluation_gave_up() -> bool {
+    GAVE_UP.with(std::cell::Cell::get)
 }
 
 /// Whether the last compiled evaluation on this thread iterated a map's keys. CEL leaves
@@ -58,11 +65,13 @@ pub(in crate::expressions) fn run(
         budget,
         cancelled: None,
     };
-    match frame.eval(&program.root) {
+    let outcome = match frame.eval(&program.root) {
         Ok(value) => value.to_cel().map_or(Outcome::Interpret, Outcome::Value),
         Err(Stop::Interpret) => Outcome::Interpret,
         Err(Stop::Cancelled) => Outcome::Cancelled(frame.cancelled.take().unwrap_or_default()),
-    }
+    };
+    GAVE_UP.with(|gave_up| gave_up.set(matches!(outcome, Outcome::Interpret)));
+    outcome
 }
 
 struct Frame<'r, 'a, 'b> {
@@ -525,10 +534,12 @@ fn compare(comparison: Comparison, left: &Value<'_>, right: &Value<'_>) -> Step<
         let equal = left.equals(right).ok_or(Stop::Interpret)?;
         return Ok(equal == (comparison == Comparison::Equal));
     }
+    let numbers =
+        |value: &Value<'_>| matches!(value, Value::Int(_) | Value::Uint(_) | Value::Double(_));
     let ordering = match (left, right) {
-        (Value::Int(a), Value::Int(b)) => a.cmp(b),
-        (Value::Uint(a), Value::Uint(b)) => a.cmp(b),
-        (Value::Double(a), Value::Double(b)) => a.partial_cmp(b).ok_or(Stop::Interpret)?,
+        _ if numbers(left) && numbers(right) => {
+            super::value::numeric_order(left, right).ok_or(Stop::Interpret)?
+        }
         _ => match (left.text(), right.text()) {
             (Some(a), Some(b)) => a.cmp(b),
             _ => return Err(Stop::Interpret),

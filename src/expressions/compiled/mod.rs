@@ -26,8 +26,8 @@ mod eval;
 mod value;
 
 pub(super) use compile::compile;
-pub use eval::map_order_observed;
 pub(super) use eval::{Outcome, run};
+pub use eval::{compiled_evaluation_gave_up, map_order_observed};
 
 use super::cost::SizeRule;
 

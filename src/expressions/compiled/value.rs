@@ -91,6 +91,14 @@ impl<'r> Value<'r> {
     pub(super) fn equals(&self, other: &Value<'r>) -> Option<bool> {
         match (self, other) {
             (Value::Null, Value::Null) => Some(true),
+            // `null` equals nothing else (optionals aside).
+            (Value::Null, Value::Optional(_)) | (Value::Optional(_), Value::Null) => None,
+            (Value::Null, _) | (_, Value::Null) => Some(false),
+            (Value::Int(_) | Value::Uint(_) | Value::Double(_), _)
+                if matches!(other, Value::Int(_) | Value::Uint(_) | Value::Double(_)) =>
+            {
+                numeric_order(self, other).map(|ordering| ordering.is_eq())
+            }
             (Value::Bool(a), Value::Bool(b)) => Some(a == b),
             (Value::Int(a), Value::Int(b)) => Some(a == b),
             (Value::Uint(a), Value::Uint(b)) => Some(a == b),
@@ -143,5 +151,25 @@ impl<'r> Iterator for ListItems<'_, 'r> {
             ListItems::Json(items) => items.size_hint(),
             ListItems::Built(items) => items.size_hint(),
         }
+    }
+}
+
+/// The order of two numbers of different types, where it is certain: an `int` or `uint` and a
+/// `double` compared exactly when the integer is within ±2^53 and the double is not NaN; an
+/// `int` and a `uint` always.
+pub(super) fn numeric_order(a: &Value<'_>, b: &Value<'_>) -> Option<std::cmp::Ordering> {
+    const EXACT: u64 = 1 << 53;
+    let as_double = |value: &Value<'_>| match value {
+        Value::Int(i) if i.unsigned_abs() <= EXACT => Some(*i as f64),
+        Value::Uint(u) if *u <= EXACT => Some(*u as f64),
+        Value::Double(d) if !d.is_nan() => Some(*d),
+        _ => None,
+    };
+    match (a, b) {
+        (Value::Int(i), Value::Uint(u)) => Some(i128::from(*i).cmp(&i128::from(*u))),
+        (Value::Uint(u), Value::Int(i)) => Some(i128::from(*u).cmp(&i128::from(*i))),
+        (Value::Int(x), Value::Int(y)) => Some(x.cmp(y)),
+        (Value::Uint(x), Value::Uint(y)) => Some(x.cmp(y)),
+        _ => as_double(a)?.partial_cmp(&as_double(b)?),
     }
 }
