@@ -17,7 +17,7 @@ const MAX_MESSAGE_BYTES: usize = 5 * 1024;
 /// The request as CEL sees it: `request`, `namespaceObject`, `oldObject` and `authorizer`,
 /// built once per request when the first CEL rule matches.
 pub struct CelInput<'r> {
-    request: Value,
+    request: RequestJson<'r>,
     namespace_object: Value,
     old_object: Option<&'r Value>,
     authorizer: Option<(Arc<dyn Authorizer>, AuthorizationCheck)>,
@@ -37,7 +37,10 @@ impl<'r> CelInput<'r> {
             _ => Value::Null,
         };
         CelInput {
-            request: request.attributes_json(),
+            request: RequestJson {
+                request,
+                json: std::sync::OnceLock::new(),
+            },
             namespace_object,
             old_object: request.old_object.as_ref(),
             authorizer: None,
@@ -79,7 +82,7 @@ impl<'r> CelInput<'r> {
         object: Option<&'a Value>,
     ) -> Activation<'a> {
         let mut activation = Activation::new()
-            .request(&self.request)
+            .request_built(&self.request)
             .namespace_object(&self.namespace_object);
         if let Some(object) = object {
             activation = activation.object(object);
@@ -88,6 +91,19 @@ impl<'r> CelInput<'r> {
             activation = activation.old_object(old_object);
         }
         activation
+    }
+}
+
+/// `request` as CEL sees it: the request's attributes as JSON, built when an expression
+/// first reads `request` (most never do), once per request.
+struct RequestJson<'r> {
+    request: &'r AdmissionRequest,
+    json: std::sync::OnceLock<Value>,
+}
+
+impl crate::expressions::JsonSource for RequestJson<'_> {
+    fn json(&self) -> &Value {
+        self.json.get_or_init(|| self.request.attributes_json())
     }
 }
 

@@ -75,18 +75,48 @@ const SLOTS: [&str; 5] = [
     "namespaceObject",
 ];
 
+/// JSON built only when an expression first reads it (the request's attributes, which most
+/// expressions never read).
+pub trait JsonSource: Send + Sync {
+    /// The JSON, built on the first call.
+    fn json(&self) -> &serde_json::Value;
+}
+
+/// Where a bound variable's JSON comes from.
+#[derive(Clone, Copy)]
+enum JsonOrigin<'a> {
+    Given(&'a serde_json::Value),
+    Built(&'a dyn JsonSource),
+}
+
+impl std::fmt::Debug for JsonOrigin<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            JsonOrigin::Given(_) => "Given",
+            JsonOrigin::Built(_) => "Built",
+        })
+    }
+}
+
 /// A bound value: JSON converted on first reference (most expressions never read `request`
 /// or `oldObject`), or a value given as is.
 #[derive(Debug)]
 struct Binding<'a> {
-    json: Option<&'a serde_json::Value>,
+    json: Option<JsonOrigin<'a>>,
     val: OnceLock<Box<dyn Val + 'a>>,
 }
 
 impl<'a> Binding<'a> {
     fn json(json: &'a serde_json::Value) -> Self {
         Binding {
-            json: Some(json),
+            json: Some(JsonOrigin::Given(json)),
+            val: OnceLock::new(),
+        }
+    }
+
+    fn built(source: &'a dyn JsonSource) -> Self {
+        Binding {
+            json: Some(JsonOrigin::Built(source)),
             val: OnceLock::new(),
         }
     }
@@ -98,8 +128,16 @@ impl<'a> Binding<'a> {
         }
     }
 
+    /// The bound JSON, built now if it is built on demand; `None` for a value given as is.
+    fn json_value(&self) -> Option<&'a serde_json::Value> {
+        match self.json? {
+            JsonOrigin::Given(json) => Some(json),
+            JsonOrigin::Built(source) => Some(source.json()),
+        }
+    }
+
     fn get(&self) -> &(dyn Val + 'a) {
-        &**self.val.get_or_init(|| match self.json {
+        &**self.val.get_or_init(|| match self.json_value() {
             Some(json) => convert::json_to_val(json),
             None => Box::new(CelNull),
         })
@@ -169,6 +207,12 @@ impl<'a> Activation<'a> {
     #[must_use]
     pub fn request(self, json: &'a serde_json::Value) -> Self {
         self.json("request", json)
+    }
+
+    /// Binds `request` to JSON built when an expression first reads it.
+    #[must_use]
+    pub fn request_built(self, source: &'a dyn JsonSource) -> Self {
+        self.bind("request", Binding::built(source))
     }
 
     /// Binds `params`.
@@ -245,7 +289,7 @@ impl<'a> Activation<'a> {
     /// (`null`), `Err` when it holds a value that is not JSON.
     pub(super) fn slot_json(&self, index: usize) -> Result<Option<&'a serde_json::Value>, ()> {
         match self.slots.get(index) {
-            Some(Some(binding)) => binding.json.map(Some).ok_or(()),
+            Some(Some(binding)) => binding.json_value().map(Some).ok_or(()),
             _ => Ok(None),
         }
     }
@@ -255,7 +299,7 @@ impl<'a> Activation<'a> {
         self.extra
             .iter()
             .find(|(bound, _)| bound == name)
-            .and_then(|(_, binding)| binding.json)
+            .and_then(|(_, binding)| binding.json_value())
     }
 
     /// The value of composition variable `name`, evaluated now if not yet. A variable that

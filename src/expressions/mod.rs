@@ -40,7 +40,9 @@ use cel::common::ast::SourceInfo;
 use cel::parser::Expression as ParsedExpression;
 use cel::{Context, Env, ExecutionError};
 
-pub use activation::{Activation, AuthorizationCheck, AuthorizationDecision, Authorizer};
+pub use activation::{
+    Activation, AuthorizationCheck, AuthorizationDecision, Authorizer, JsonSource,
+};
 pub use compiled::{compiled_evaluation_gave_up, map_order_observed};
 pub use convert::{cel_to_json, json_to_cel, json_to_val};
 pub use expression::{Declarations, Expression, Variables, type_name};
