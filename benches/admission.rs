@@ -22,16 +22,29 @@ fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
+/// A review under bench/fixtures (the bodies `make bench-load` sends).
+fn bench_fixture(name: &str) -> Vec<u8> {
+    let path = format!("{}/bench/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
 fn pipeline(c: &mut Criterion) {
     let engine = Engine::builtin();
     let mut group = c.benchmark_group("pipeline");
+    // The 1 KB ConfigMap is a request no built-in rule wants.
     for (name, endpoint) in [
         ("pod-create-compliant.json", Endpoint::Validate),
         ("pod-create-compliant.json", Endpoint::Mutate),
         ("pod-create-privileged.json", Endpoint::Validate),
         ("deployment-update.json", Endpoint::Validate),
+        ("configmap-review.json", Endpoint::Validate),
+        ("configmap-review.json", Endpoint::Mutate),
     ] {
-        let body = fixture(name);
+        let body = if name.starts_with("configmap") {
+            bench_fixture(name)
+        } else {
+            fixture(name)
+        };
         group.throughput(criterion::Throughput::Bytes(body.len() as u64));
         group.bench_function(format!("{}/{}", endpoint.name(), name), |b| {
             b.iter(|| {
@@ -52,17 +65,28 @@ fn router(c: &mut Criterion) {
         .build()
         .unwrap();
     let app = webhook_router(AppState::new(Engine::builtin(), RequestSettings::default()));
-    let body = fixture("pod-create-compliant.json");
-    c.bench_function("router/validate/pod-create-compliant.json", |b| {
-        b.to_async(&runtime).iter(|| async {
-            let request = axum::http::Request::post("/validate")
-                .header("content-type", "application/json")
-                .body(axum::body::Body::from(body.clone()))
-                .unwrap();
-            let response = app.clone().oneshot(request).await.unwrap();
-            black_box(response.status())
-        })
-    });
+    for (name, body) in [
+        (
+            "pod-create-compliant.json",
+            fixture("pod-create-compliant.json"),
+        ),
+        (
+            "configmap-review.json",
+            bench_fixture("configmap-review.json"),
+        ),
+    ] {
+        let body = axum::body::Bytes::from(body);
+        c.bench_function(&format!("router/validate/{name}"), |b| {
+            b.to_async(&runtime).iter(|| async {
+                let request = axum::http::Request::post("/validate")
+                    .header("content-type", "application/json")
+                    .body(axum::body::Body::from(body.clone()))
+                    .unwrap();
+                let response = app.clone().oneshot(request).await.unwrap();
+                black_box(response.status())
+            })
+        });
+    }
 }
 
 /// A 10 KB Pod CREATE under the "standard set": Pod Security restricted (enforce, warn,
