@@ -18,7 +18,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Config};
 use tokio::task::JoinHandle;
 
-use crate::engine::{Labels, NamespaceLookup, namespace_object, partial_namespace_object};
+use crate::engine::{
+    Labels, NamespaceLabels, NamespaceLookup, namespace_object, partial_namespace_object,
+};
 
 /// The label the apiserver sets on every namespace to its name.
 const NAME_LABEL: &str = "kubernetes.io/metadata.name";
@@ -142,6 +144,11 @@ impl NamespaceLookup for NamespaceCache {
         Some(labels)
     }
 
+    fn labels_ref<'a>(&'a self, name: &'a str) -> Option<NamespaceLabels<'a>> {
+        let namespace = self.store.get(&ObjectRef::new(name))?;
+        Some(NamespaceLabels::Shared(namespace, name))
+    }
+
     /// The stored Namespace as the apiserver gives it to CEL, built from the shared object
     /// (nothing else is copied); a namespace not (yet) in the store has its name and the
     /// name label only.
@@ -243,6 +250,15 @@ mod tests {
             Some(labels(&[("kubernetes.io/metadata.name", "bare")]))
         );
         assert_eq!(cache.labels("missing"), None);
+        // Read in place, the labels are the same.
+        for name in ["team-a", "bare"] {
+            let borrowed = cache.labels_ref(name).unwrap();
+            for (key, value) in cache.labels(name).unwrap() {
+                assert_eq!(borrowed.get(&key), Some(value.as_str()), "{name} {key}");
+            }
+            assert_eq!(borrowed.get("other"), None);
+        }
+        assert!(cache.labels_ref("missing").is_none());
 
         let relabelled = namespace(
             "team-a",

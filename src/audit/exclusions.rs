@@ -166,10 +166,11 @@ impl WebhookExclusions {
     /// Whether the namespace `name` is excluded by the selector alone: lets a scan skip a
     /// namespace's objects without building their requests.
     pub fn excludes_namespace(&self, name: &str, namespaces: &dyn NamespaceLookup) -> bool {
-        let labels = namespaces.labels(name).unwrap_or_else(|| {
-            crate::engine::Labels::from([(NAME_LABEL.to_owned(), name.to_owned())])
-        });
-        !SelectorMatcher::new(&self.selector).matches(&|key| labels.get(key).cloned())
+        let labels = namespaces.labels_ref(name);
+        !SelectorMatcher::selects(&self.selector, &|key| match &labels {
+            Some(labels) => labels.get(key),
+            None => (key == NAME_LABEL).then_some(name),
+        })
     }
 
     /// Why admission would not send `request` to the webhook, or `None` when it would.
@@ -188,15 +189,11 @@ impl WebhookExclusions {
         let is_namespace = kind.group.is_empty() && kind.kind == "Namespace";
         if is_namespace {
             let object = request.object.as_ref().or(request.old_object.as_ref());
-            let own = |key: &str| -> Option<String> {
+            let own = |key: &str| -> Option<&str> {
                 if key == NAME_LABEL {
-                    return request.name.clone();
+                    return request.name.as_deref();
                 }
-                object?
-                    .pointer("/metadata/labels")?
-                    .get(key)?
-                    .as_str()
-                    .map(str::to_owned)
+                object?.pointer("/metadata/labels")?.get(key)?.as_str()
             };
             if !SelectorMatcher::new(&self.selector).matches(&own) {
                 return Ok(Some(Exclusion::Namespace(

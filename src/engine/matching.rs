@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::namespaces::{Labels, NamespaceLookup};
+use super::namespaces::{NamespaceLookup, namespace_label};
 use super::pod_specs::{PodSpecLocation, pod_spec_location};
 use super::resource_rules::{ResourceRule, pod_spec_resource_rules};
 use crate::admission::{AdmissionRequest, Operation};
@@ -49,16 +49,23 @@ impl SelectorMatcher {
     }
 
     /// Kubernetes LabelSelector semantics: every matchLabels entry and every expression holds.
-    pub fn matches(&self, labels: &dyn Fn(&str) -> Option<String>) -> bool {
-        self.selector
+    /// `labels` gives the value of a label, borrowed.
+    pub fn matches<'l>(&self, labels: &dyn Fn(&str) -> Option<&'l str>) -> bool {
+        Self::selects(&self.selector, labels)
+    }
+
+    /// [`SelectorMatcher::matches`] for a selector not compiled into a matcher.
+    pub fn selects<'l>(selector: &LabelSelector, labels: &dyn Fn(&str) -> Option<&'l str>) -> bool {
+        let listed = |values: &[String], value: &str| values.iter().any(|v| v == value);
+        selector
             .match_labels
             .iter()
-            .all(|(key, value)| labels(key).as_deref() == Some(value.as_str()))
-            && self.selector.match_expressions.iter().all(|requirement| {
+            .all(|(key, value)| labels(key) == Some(value.as_str()))
+            && selector.match_expressions.iter().all(|requirement| {
                 let value = labels(&requirement.key);
                 match requirement.operator.as_str() {
-                    "In" => value.is_some_and(|v| requirement.values.contains(&v)),
-                    "NotIn" => value.is_none_or(|v| !requirement.values.contains(&v)),
+                    "In" => value.is_some_and(|v| listed(&requirement.values, v)),
+                    "NotIn" => value.is_none_or(|v| !listed(&requirement.values, v)),
                     "Exists" => value.is_some(),
                     "DoesNotExist" => value.is_none(),
                     _ => false,
@@ -69,6 +76,21 @@ impl SelectorMatcher {
 
 fn object_label<'a>(object: Option<&'a Value>, key: &str) -> Option<&'a str> {
     object?.get("metadata")?.get("labels")?.get(key)?.as_str()
+}
+
+/// The labels an object selector reads: the object's, or its pod template's.
+fn template_labels(object: &Value, view: MatchedView) -> Option<&Value> {
+    let MatchedView::PodTemplate(location) = view else {
+        return object.pointer("/metadata/labels");
+    };
+    let mut node = object;
+    for segment in &location.path[..location.path.len() - 1] {
+        let PathSegment::Key(key) = segment else {
+            return None;
+        };
+        node = node.get(key)?;
+    }
+    node.pointer("/metadata/labels")
 }
 
 /// How a policy applies to a request.
@@ -174,7 +196,7 @@ impl Matcher {
                 && request.kind.kind == "Namespace"
             {
                 let object = request.subject();
-                return selector.matches(&|key| object_label(object, key).map(str::to_owned));
+                return selector.matches(&|key| object_label(object, key));
             }
             return true;
         };
@@ -194,14 +216,8 @@ impl Matcher {
             return false;
         }
         if let Some(selector) = &self.namespace_selector {
-            let labels: Labels = namespaces.labels(namespace).unwrap_or_else(|| {
-                // Unknown namespace: only the label the apiserver puts on every namespace.
-                Labels::from([(
-                    "kubernetes.io/metadata.name".to_owned(),
-                    namespace.to_owned(),
-                )])
-            });
-            return selector.matches(&|key| labels.get(key).cloned());
+            let labels = namespaces.labels_ref(namespace);
+            return selector.matches(&|key| namespace_label(labels.as_ref(), namespace, key));
         }
         true
     }
@@ -210,32 +226,13 @@ impl Matcher {
         let Some(selector) = &self.object_selector else {
             return true;
         };
-        let template_labels = |object: Option<&Value>| -> Option<Value> {
-            let MatchedView::PodTemplate(location) = view else {
-                return object.and_then(|o| o.pointer("/metadata/labels")).cloned();
-            };
-            let mut node = object?;
-            for segment in &location.path[..location.path.len() - 1] {
-                let PathSegment::Key(key) = segment else {
-                    return None;
-                };
-                node = node.get(key)?;
-            }
-            node.pointer("/metadata/labels").cloned()
-        };
         // On UPDATE the apiserver matches when either the old or the new object matches.
         [request.object.as_ref(), request.old_object.as_ref()]
             .into_iter()
             .flatten()
             .any(|object| {
-                let labels = template_labels(Some(object));
-                selector.matches(&|key| {
-                    labels
-                        .as_ref()
-                        .and_then(|l| l.get(key))
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
-                })
+                let labels = template_labels(object, view);
+                selector.matches(&|key| labels.and_then(|l| l.get(key)).and_then(Value::as_str))
             })
     }
 

@@ -30,7 +30,7 @@ pub use crate::vocabulary::Action;
 pub use admission_policy::{ExpressionWarning, ParamLookup, ParamNeed};
 pub use decision::{Decision, DenialStatus, PolicyOutcome, Violation, audit_annotation_key};
 pub use namespaces::{
-    Labels, NamespaceLookup, NoNamespaces, StaticNamespaces, namespace_object,
+    Labels, NamespaceLabels, NamespaceLookup, NoNamespaces, StaticNamespaces, namespace_object,
     partial_namespace_object,
 };
 pub use native::CompiledPolicy;

@@ -2,6 +2,7 @@
 //! Security namespace labels) and the whole object (CEL's `namespaceObject`).
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -20,6 +21,12 @@ pub trait NamespaceLookup: Send + Sync {
     /// The labels of namespace `name`, or `None` when it is not known.
     fn labels(&self, name: &str) -> Option<Labels>;
 
+    /// The same labels as [`NamespaceLookup::labels`], read where the lookup keeps them
+    /// rather than copied (by default, a copy).
+    fn labels_ref<'a>(&'a self, name: &'a str) -> Option<NamespaceLabels<'a>> {
+        self.labels(name).map(NamespaceLabels::Owned)
+    }
+
     /// The labels of namespace `name`; an unknown namespace has only the label every
     /// namespace has, `kubernetes.io/metadata.name`.
     fn labels_or_default(&self, name: &str) -> Labels {
@@ -31,6 +38,48 @@ pub trait NamespaceLookup: Send + Sync {
     /// only what is known: [`partial_namespace_object`] of its name and labels.
     fn namespace_object(&self, name: &str) -> Value {
         partial_namespace_object(name, self.labels_or_default(name))
+    }
+}
+
+/// The labels of a namespace as a [`NamespaceLookup`] holds them.
+#[derive(Debug, Clone)]
+pub enum NamespaceLabels<'a> {
+    /// Labels kept by the lookup.
+    Kept(&'a Labels),
+    /// A Namespace shared with a cache, with the name it was looked up by: the
+    /// `kubernetes.io/metadata.name` label reads as that name, as the apiserver sets it.
+    Shared(Arc<Namespace>, &'a str),
+    /// Labels built for the lookup.
+    Owned(Labels),
+}
+
+impl NamespaceLabels<'_> {
+    /// The value of label `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        match self {
+            NamespaceLabels::Kept(labels) => labels.get(key).map(String::as_str),
+            NamespaceLabels::Owned(labels) => labels.get(key).map(String::as_str),
+            NamespaceLabels::Shared(_, name) if key == NAME_LABEL => Some(name),
+            NamespaceLabels::Shared(namespace, _) => namespace
+                .metadata
+                .labels
+                .as_ref()?
+                .get(key)
+                .map(String::as_str),
+        }
+    }
+}
+
+/// Label `key` of namespace `name` with `labels` (`None`: unknown, so only the label every
+/// namespace has, `kubernetes.io/metadata.name`).
+pub(crate) fn namespace_label<'a>(
+    labels: Option<&'a NamespaceLabels<'_>>,
+    name: &'a str,
+    key: &str,
+) -> Option<&'a str> {
+    match labels {
+        Some(labels) => labels.get(key),
+        None => (key == NAME_LABEL).then_some(name),
     }
 }
 
@@ -237,6 +286,12 @@ impl StaticNamespaces {
 impl NamespaceLookup for StaticNamespaces {
     fn labels(&self, name: &str) -> Option<Labels> {
         self.namespaces.get(name).map(|n| n.labels.clone())
+    }
+
+    fn labels_ref<'a>(&'a self, name: &'a str) -> Option<NamespaceLabels<'a>> {
+        self.namespaces
+            .get(name)
+            .map(|n| NamespaceLabels::Kept(&n.labels))
     }
 
     fn namespace_object(&self, name: &str) -> Value {

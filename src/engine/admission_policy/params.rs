@@ -72,11 +72,8 @@ pub fn selector_matches(param_ref: &ParamRef, object: &Value) -> bool {
         return true;
     };
     let labels = object.pointer("/metadata/labels");
-    SelectorMatcher::new(selector).matches(&|key| {
-        labels
-            .and_then(|l| l.get(key))
-            .and_then(Value::as_str)
-            .map(str::to_owned)
+    SelectorMatcher::selects(selector, &|key| {
+        labels.and_then(|l| l.get(key)).and_then(Value::as_str)
     })
 }
 

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use crate::admission::{AdmissionRequest, GroupVersionResource, Operation};
 use crate::engine::matching::SelectorMatcher;
+use crate::engine::namespaces::namespace_label;
 use crate::engine::{NamespaceLookup, ResourceRule};
 use crate::policy::admission_policy::{MatchPolicy, MatchResources, NamedRule};
 
@@ -105,19 +106,14 @@ impl ResourceMatcher {
                 // Cluster-scoped: only a Namespace is matched, on its own labels.
                 if request.kind.group.is_empty() && request.kind.kind == "Namespace" {
                     let labels = object_labels(request.subject());
-                    selector.matches(&|key| {
-                        labels
-                            .and_then(|l| l.get(key))
-                            .and_then(Value::as_str)
-                            .map(str::to_owned)
-                    })
+                    selector.matches(&|key| labels.and_then(|l| l.get(key)).and_then(Value::as_str))
                 } else {
                     true
                 }
             }
             Some(namespace) => {
-                let labels = namespaces.labels_or_default(namespace);
-                selector.matches(&|key| labels.get(key).cloned())
+                let labels = namespaces.labels_ref(namespace);
+                selector.matches(&|key| namespace_label(labels.as_ref(), namespace, key))
             }
         }
     }
@@ -131,12 +127,7 @@ impl ResourceMatcher {
             .flatten()
             .any(|object| {
                 let labels = object_labels(Some(object));
-                selector.matches(&|key| {
-                    labels
-                        .and_then(|l| l.get(key))
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
-                })
+                selector.matches(&|key| labels.and_then(|l| l.get(key)).and_then(Value::as_str))
             })
     }
 

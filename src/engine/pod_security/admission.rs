@@ -528,8 +528,8 @@ impl PodSecurityAdmission {
             annotate(decision, EXEMPT_ANNOTATION, "user".into());
             return;
         }
-        let labels = namespaces.labels(namespace);
-        let (policy, errors) = self.policy_for(labels.as_ref());
+        let labels = namespaces.labels_ref(namespace);
+        let (policy, errors) = self.resolve_policy(|key| labels.as_ref()?.get(key));
         if errors.is_empty() && policy.fully_privileged() {
             annotate(
                 decision,
@@ -572,8 +572,8 @@ impl PodSecurityAdmission {
             annotate(decision, EXEMPT_ANNOTATION, "user".into());
             return;
         }
-        let labels = namespaces.labels(namespace);
-        let (policy, errors) = self.policy_for(labels.as_ref());
+        let labels = namespaces.labels_ref(namespace);
+        let (policy, errors) = self.resolve_policy(|key| labels.as_ref()?.get(key));
         if errors.is_empty()
             && policy.warn.level == Level::Privileged
             && policy.audit.level == Level::Privileged
