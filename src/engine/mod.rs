@@ -356,9 +356,9 @@ impl Engine {
                     // so that the patch holds only what the policies changed.
                     let typed_sent;
                     let sent = if mutated.typed {
-                        typed_sent = admission_policy::typed_form(&request.kind, object.clone())
-                            .unwrap_or_else(|_| object.clone());
-                        &typed_sent
+                        typed_sent = admission_policy::typed_form_of(&request.kind, object)
+                            .unwrap_or(std::borrow::Cow::Borrowed(object));
+                        &*typed_sent
                     } else {
                         object
                     };

@@ -31,7 +31,7 @@ use crate::policy::{DocumentSource, PolicyError};
 use crate::schema::Schema;
 
 pub use crate::policy::AdmissionPolicyDocument;
-pub use mutating::{MutatedObject, typed_form};
+pub use mutating::{MutatedObject, typed_form, typed_form_of};
 pub use params::{ParamLookup, ParamStore, param_namespace, selector_matches};
 pub use type_checking::ExpressionWarning;
 

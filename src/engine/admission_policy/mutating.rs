@@ -2,6 +2,8 @@
 //! each to the object as the previous one left it, with `reinvocationPolicy: IfNeeded`
 //! (`k8s.io/apiserver/pkg/admission/plugin/policy/mutating/dispatcher.go`).
 
+use std::borrow::Cow;
+
 use serde_json::Value as Json;
 
 use super::AdmissionPolicies;
@@ -45,11 +47,7 @@ impl CompiledMutation {
         schema: Option<&Schema>,
     ) -> Result<Json, String> {
         match self {
-            CompiledMutation::JsonPatch(expression) => {
-                let mut patched = object.clone();
-                json_patch(expression, value, &mut patched)?;
-                Ok(patched)
-            }
+            CompiledMutation::JsonPatch(expression) => json_patch(expression, value, object),
             CompiledMutation::ApplyConfiguration(expression) => {
                 let Ok(partial @ Json::Object(_)) = cel_to_json(value) else {
                     return Err(format!(
@@ -195,11 +193,8 @@ impl MutatingPolicy {
     }
 }
 
-fn json_patch(
-    expression: &Expression,
-    result: &cel::Value,
-    object: &mut Json,
-) -> Result<(), String> {
+/// `object` with the JSON Patch `result` applied (one copy of the object, patched in place).
+fn json_patch(expression: &Expression, result: &cel::Value, object: &Json) -> Result<Json, String> {
     let wrong = || {
         format!(
             "JSONPatch expression '{}' must return an array of JSONPatch",
@@ -229,12 +224,11 @@ fn json_patch(
         match apply_operation(&mut patched, &op, &path, value, from.as_deref()) {
             Ok(()) => {}
             // As the apiserver: a failed test leaves the object as it was, without an error.
-            Err(PatchError::TestFailed(_)) => return Ok(()),
+            Err(PatchError::TestFailed(_)) => return Ok(object.clone()),
             Err(error) => return Err(format!("JSON Patch: {error}")),
         }
     }
-    *object = patched;
-    Ok(())
+    Ok(patched)
 }
 
 /// The object as the apiserver holds it after each mutation: decoded into its kind's Go type,
@@ -243,13 +237,25 @@ fn json_patch(
 /// as they are (the apiserver keeps them unstructured). A result that does not decode is the
 /// apiserver's internal error.
 pub fn typed_form(kind: &GroupVersionKind, object: Json) -> Result<Json, String> {
+    if let Cow::Owned(typed) = typed_form_of(kind, &object)? {
+        return Ok(typed);
+    }
+    Ok(object)
+}
+
+/// [`typed_form`] of a borrowed object: borrowed back when the kind is not built in (nothing
+/// to do), so that the object is not copied.
+pub fn typed_form_of<'a>(
+    kind: &GroupVersionKind,
+    object: &'a Json,
+) -> Result<Cow<'a, Json>, String> {
     let Some(schema) = schema::builtin(kind) else {
-        return Ok(object);
+        return Ok(Cow::Borrowed(object));
     };
-    let mut typed = round_trip(&schema, &object)
+    let mut typed = round_trip(&schema, object)
         .map_err(|error| format!("Internal error occurred: {}", error.message))?;
     apply_defaults(kind, &mut typed);
-    Ok(typed)
+    Ok(Cow::Owned(typed))
 }
 
 /// Runs one policy (every matching binding and parameter); `None` when it does not match,
@@ -324,7 +330,7 @@ fn run_policy<'r>(
             let mut errored = false;
             if !mutated.typed {
                 // The apiserver sends its typed form already: then this changes nothing.
-                if let Ok(typed) = typed_form(&request.kind, mutated.object.clone()) {
+                if let Ok(Cow::Owned(typed)) = typed_form_of(&request.kind, &mutated.object) {
                     mutated.object = typed;
                 }
                 mutated.typed = true;
@@ -451,4 +457,49 @@ pub struct MutatedObject {
     /// Whether some mutation ran, so that the object is in its kind's typed form (see
     /// [`typed_form`]) and the patch must be taken from the typed form of the object sent.
     pub typed: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::expressions::json_to_cel;
+
+    fn patch(operations: Json, object: &Json) -> Result<Json, String> {
+        let expression = Expression::compile("[]", false).unwrap();
+        json_patch(&expression, &json_to_cel(&operations), object)
+    }
+
+    #[test]
+    fn a_json_patch_applies_in_order_or_not_at_all() {
+        let object = json!({"metadata": {"name": "a"}, "spec": {"replicas": 1}});
+        let added = patch(
+            json!([
+                {"op": "add", "path": "/metadata/labels", "value": {"x": "y"}},
+                {"op": "replace", "path": "/spec/replicas", "value": 3},
+                {"op": "test", "path": "/spec/replicas", "value": 3},
+            ]),
+            &object,
+        );
+        assert_eq!(
+            added.unwrap(),
+            json!({"metadata": {"name": "a", "labels": {"x": "y"}}, "spec": {"replicas": 3}})
+        );
+        // A failed test leaves the object as it was, the operations before it included.
+        let tested = patch(
+            json!([
+                {"op": "replace", "path": "/spec/replicas", "value": 3},
+                {"op": "test", "path": "/spec/replicas", "value": 1},
+            ]),
+            &object,
+        );
+        assert_eq!(tested.unwrap(), object);
+        let failed = patch(json!([{"op": "remove", "path": "/spec/missing"}]), &object);
+        assert!(failed.unwrap_err().starts_with("JSON Patch: "));
+        assert_eq!(
+            object,
+            json!({"metadata": {"name": "a"}, "spec": {"replicas": 1}})
+        );
+    }
 }
