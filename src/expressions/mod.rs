@@ -563,18 +563,7 @@ impl CelProgram {
         &self,
         activation: &Activation<'_>,
     ) -> (Result<cel::Value, CelEvalError>, u64) {
-        let budget = Budget::enter(&self.limits);
-        let resolver = activation.resolver();
-        let mut context = Context::with_env(Arc::clone(&self.env));
-        context.set_variable_resolver(&resolver);
-        let result = cel::Value::resolve_val(&self.expression, &context)
-            .and_then(|value| cel::Value::try_from(value.as_ref()));
-        let (spent, cancelled) = budget.spent();
-        let result = match (result, cancelled) {
-            (Ok(_), true) => Err(self::cancelled("actual cost limit exceeded")),
-            (result, _) => result,
-        };
-        (result.map_err(|error| activation.explain(error)), spent)
+        self.interpret(activation, None)
     }
 
     /// Evaluates against `activation`. Nested evaluations (of `variables`) share the outer
@@ -602,10 +591,20 @@ impl CelProgram {
                 compiled::Outcome::Cancelled(message) => {
                     return (Err(CelEvalError::Cancelled(message)), budget.leave());
                 }
-                // Evaluated again from the start, by the interpreter; the clock runs on.
+                // Evaluated again from the start, by the interpreter.
                 compiled::Outcome::Interpret => deadline = budget.deadline(),
             }
         }
+        self.interpret(activation, deadline)
+    }
+
+    /// Evaluates on the interpreter; `deadline`: the one an evaluation of the same call that
+    /// gave up had set, if any (the clock runs on).
+    fn interpret(
+        &self,
+        activation: &Activation<'_>,
+        deadline: Option<Duration>,
+    ) -> (Result<cel::Value, CelEvalError>, u64) {
         let budget = Budget::enter(&self.limits);
         if deadline.is_some() {
             BUDGET.with(|b| {
