@@ -168,7 +168,9 @@ pub(crate) const MEMBER_FUNCTIONS: &[(&str, &[usize])] = &[
     ("mul", &[1]),
     ("div", &[1]),
     ("divInt", &[1]),
-    ("includes", &[1]),
+    // Not `includes` (Kubernetes lists v1): introduced in v1.37, it is not in the environment
+    // a v1.37 apiserver compiles new expressions with (its compatibility version, v1.36), so
+    // a policy using it is refused at create ("undeclared reference to 'includes'").
     ("isGreaterThan", &[1]),
     ("isLessThan", &[1]),
     ("compareTo", &[1]),
