@@ -66,8 +66,9 @@ thread_local! {
     };
 }
 
-/// Slots of the fixed admission variables.
-const SLOTS: [&str; 5] = [
+/// Slots of the fixed admission variables, in slot order (the compiled evaluator resolves
+/// these names to their positions at load).
+pub(super) const SLOTS: [&str; 5] = [
     "object",
     "oldObject",
     "request",

@@ -14,21 +14,36 @@ use cel::objects::{Key, Map};
 
 use super::CelEvalError;
 
+/// A JSON number as CEL types it: `int`, beyond `i64` `uint`, then `double`.
+pub(crate) enum JsonNumber {
+    Int(i64),
+    Uint(u64),
+    Double(f64),
+}
+
+impl JsonNumber {
+    pub(crate) fn of(number: &serde_json::Number) -> Self {
+        if let Some(i) = number.as_i64() {
+            JsonNumber::Int(i)
+        } else if let Some(u) = number.as_u64() {
+            JsonNumber::Uint(u)
+        } else {
+            JsonNumber::Double(number.as_f64().unwrap_or(f64::NAN))
+        }
+    }
+}
+
 /// Converts JSON to a CEL value: integers → `int` (beyond `i64`: `uint`, then `double`),
 /// floats → `double`, objects → maps with string keys.
 pub fn json_to_cel(value: &serde_json::Value) -> Value {
     match value {
         serde_json::Value::Null => Value::Null,
         serde_json::Value::Bool(b) => Value::Bool(*b),
-        serde_json::Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                Value::Int(i)
-            } else if let Some(u) = n.as_u64() {
-                Value::UInt(u)
-            } else {
-                Value::Float(n.as_f64().unwrap_or(f64::NAN))
-            }
-        }
+        serde_json::Value::Number(n) => match JsonNumber::of(n) {
+            JsonNumber::Int(i) => Value::Int(i),
+            JsonNumber::Uint(u) => Value::UInt(u),
+            JsonNumber::Double(d) => Value::Float(d),
+        },
         serde_json::Value::String(s) => Value::String(Arc::new(s.clone())),
         serde_json::Value::Array(items) => {
             Value::List(Arc::new(items.iter().map(json_to_cel).collect()))
@@ -51,15 +66,11 @@ pub fn json_to_val(value: &serde_json::Value) -> Box<dyn Val + '_> {
     match value {
         serde_json::Value::Null => Box::new(CelNull),
         serde_json::Value::Bool(b) => Box::new(CelBool::from(*b)),
-        serde_json::Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                Box::new(CelInt::from(i))
-            } else if let Some(u) = n.as_u64() {
-                Box::new(CelUInt::from(u))
-            } else {
-                Box::new(CelDouble::from(n.as_f64().unwrap_or(f64::NAN)))
-            }
-        }
+        serde_json::Value::Number(n) => match JsonNumber::of(n) {
+            JsonNumber::Int(i) => Box::new(CelInt::from(i)),
+            JsonNumber::Uint(u) => Box::new(CelUInt::from(u)),
+            JsonNumber::Double(d) => Box::new(CelDouble::from(d)),
+        },
         serde_json::Value::String(s) => Box::new(CelString::from(s.as_str())),
         serde_json::Value::Array(_) | serde_json::Value::Object(_) => {
             Box::new(JsonView::new(value))

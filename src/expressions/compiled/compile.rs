@@ -4,16 +4,8 @@
 use cel::common::ast::{ComprehensionExpr, Expr, IdedExpr, LiteralValue, operators};
 
 use super::{Arithmetic, Comparison, CompiledProgram, Fold, Node, Pattern, TextTest};
+use crate::expressions::activation::SLOTS;
 use crate::expressions::cost::{COST_FUNCTION, SIZED_FUNCTION, SizeRule};
-
-/// The admission variables held in the activation's slots, in slot order.
-const SLOTS: [&str; 5] = [
-    "object",
-    "oldObject",
-    "request",
-    "params",
-    "namespaceObject",
-];
 
 /// Names the interpreter resolves specially: not compiled.
 const SPECIAL_NAMES: &[&str] = &["variables", "authorizer"];

@@ -4,6 +4,8 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
+use crate::expressions::convert::JsonNumber;
+
 /// A value during one evaluation, borrowing what lives at least as long as `'r` (the
 /// request's JSON, the program's literals).
 ///
@@ -34,15 +36,11 @@ impl<'r> Value<'r> {
         match json {
             serde_json::Value::Null => Value::Null,
             serde_json::Value::Bool(b) => Value::Bool(*b),
-            serde_json::Value::Number(n) => {
-                if let Some(i) = n.as_i64() {
-                    Value::Int(i)
-                } else if let Some(u) = n.as_u64() {
-                    Value::Uint(u)
-                } else {
-                    Value::Double(n.as_f64().unwrap_or(f64::NAN))
-                }
-            }
+            serde_json::Value::Number(n) => match JsonNumber::of(n) {
+                JsonNumber::Int(i) => Value::Int(i),
+                JsonNumber::Uint(u) => Value::Uint(u),
+                JsonNumber::Double(d) => Value::Double(d),
+            },
             serde_json::Value::String(s) => Value::Text(s),
             serde_json::Value::Array(_) | serde_json::Value::Object(_) => Value::Json(json),
         }
