@@ -47,7 +47,7 @@ impl<'e> Compiler<'e> {
                 LiteralValue::Int(i) => Node::Int(*i.inner()),
                 LiteralValue::UInt(u) => Node::Uint(*u.inner()),
                 LiteralValue::Double(d) => Node::Double(*d.inner()),
-                LiteralValue::String(s) => Node::Text(s.inner().into()),
+                LiteralValue::String(s) => Node::Text(s.inner().to_owned()),
                 LiteralValue::Bytes(_) => return None,
             },
             Expr::Ident(name) => self.ident(name)?,

@@ -18,11 +18,9 @@ pub(in crate::expressions) enum Outcome {
     Cancelled(String),
 }
 
-/// Why an evaluation stopped (a cancellation's message is in [`Frame::cancelled`]).
-enum Stop {
-    Interpret,
-    Cancelled,
-}
+/// An evaluation stopped: cancelled if [`Frame::cancelled`] holds the message, else given up
+/// (the interpreter decides). Zero-sized, so that a [`Step`] of a [`Value`] is two words.
+struct Stop;
 
 type Step<T> = Result<T, Stop>;
 
@@ -51,6 +49,9 @@ fn observe_map_order(range: &Value<'_>) {
     }
 }
 
+/// Comprehension variables held on the stack (two per comprehension).
+const INLINE_LOCALS: usize = 8;
+
 /// Runs `program` against `activation`, charging `budget`.
 pub(in crate::expressions) fn run(
     program: &CompiledProgram,
@@ -58,25 +59,36 @@ pub(in crate::expressions) fn run(
     budget: &mut LocalBudget,
 ) -> Outcome {
     MAP_ORDER_OBSERVED.with(|observed| observed.set(false));
+    // Most programs have at most a few comprehensions: their variables live on the stack.
+    let mut inline: [Value<'_>; INLINE_LOCALS] = Default::default();
+    let mut spilled = Vec::new();
+    let locals = if program.locals <= INLINE_LOCALS {
+        &mut inline[..program.locals]
+    } else {
+        spilled.resize(program.locals, Value::Null);
+        &mut spilled[..]
+    };
     let mut frame = Frame {
         activation,
-        locals: vec![Value::Null; program.locals],
+        locals,
         noted: Vec::new(),
         budget,
         cancelled: None,
     };
     let outcome = match frame.eval(&program.root) {
         Ok(value) => value.to_cel().map_or(Outcome::Interpret, Outcome::Value),
-        Err(Stop::Interpret) => Outcome::Interpret,
-        Err(Stop::Cancelled) => Outcome::Cancelled(frame.cancelled.take().unwrap_or_default()),
+        Err(Stop) => match frame.cancelled.take() {
+            Some(message) => Outcome::Cancelled(message),
+            None => Outcome::Interpret,
+        },
     };
     GAVE_UP.with(|gave_up| gave_up.set(matches!(outcome, Outcome::Interpret)));
     outcome
 }
 
-struct Frame<'r, 'a, 'b> {
+struct Frame<'r, 'a, 'b, 'l> {
     activation: &'r Activation<'a>,
-    locals: Vec<Value<'r>>,
+    locals: &'l mut [Value<'r>],
     /// The first operands' sizes of two-operand sized calls being evaluated, by site.
     noted: Vec<(i64, (u64, bool))>,
     budget: &'b mut LocalBudget,
@@ -86,12 +98,12 @@ struct Frame<'r, 'a, 'b> {
 
 fn boolean(value: Value<'_>) -> Step<bool> {
     match value {
-        Value::Bool(b) => Ok(b),
-        _ => Err(Stop::Interpret),
+        Value::Bool(b) => Ok(b.get()),
+        _ => Err(Stop),
     }
 }
 
-impl<'r, 'a: 'r> Frame<'r, 'a, '_> {
+impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
     /// A charge refused: the deadline is final, anything else (the cost limit, the
     /// iteration budget) is left to the interpreter, which words it.
     fn refused(&mut self, error: cel::ExecutionError) -> Stop {
@@ -100,9 +112,9 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_> {
                 if function == "budget" && message.starts_with("deadline exceeded") =>
             {
                 self.cancelled = Some(message);
-                Stop::Cancelled
+                Stop
             }
-            _ => Stop::Interpret,
+            _ => Stop,
         }
     }
 
@@ -118,24 +130,26 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_> {
         match node {
             Node::Bool(b) => Ok(*b),
             Node::Local(position) => match &self.locals[*position] {
-                Value::Bool(b) => Ok(*b),
-                _ => Err(Stop::Interpret),
+                Value::Bool(b) => Ok(b.get()),
+                _ => Err(Stop),
             },
             Node::Has(operand, field) => match self.eval(operand)? {
-                Value::Json(serde_json::Value::Object(fields)) => Ok(fields.contains_key(&**field)),
+                Value::Json(serde_json::Value::Object(fields)) => {
+                    Ok(member(fields, field).is_some())
+                }
                 Value::Optional(None) => Ok(false),
                 Value::Optional(Some(inner)) => match &*inner {
                     Value::Json(serde_json::Value::Object(fields)) => {
-                        Ok(fields.contains_key(&**field))
+                        Ok(member(fields, field).is_some())
                     }
                     inner if inner.is_list() => Ok(false),
-                    _ => Err(Stop::Interpret),
+                    _ => Err(Stop),
                 },
-                _ => Err(Stop::Interpret),
+                _ => Err(Stop),
             },
             Node::HasValue(optional) => match self.eval(optional)? {
                 Value::Optional(value) => Ok(value.is_some()),
-                _ => Err(Stop::Interpret),
+                _ => Err(Stop),
             },
             Node::And(left, right) => Ok(self.eval_bool(left)? && self.eval_bool(right)?),
             Node::Or(left, right) => Ok(self.eval_bool(left)? || self.eval_bool(right)?),
@@ -169,7 +183,7 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_> {
                 let argument = self.eval(argument)?;
                 let receiver = self.eval(receiver)?;
                 let (Some(text), Some(part)) = (receiver.text(), argument.text()) else {
-                    return Err(Stop::Interpret);
+                    return Err(Stop);
                 };
                 Ok(match test {
                     TextTest::StartsWith => text.starts_with(part),
@@ -194,19 +208,19 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_> {
     fn eval(&mut self, node: &'r Node) -> Step<Value<'r>> {
         Ok(match node {
             Node::Null => Value::Null,
-            Node::Bool(b) => Value::Bool(*b),
+            Node::Bool(b) => Value::from_bool(*b),
             Node::Int(i) => Value::Int(*i),
             Node::Uint(u) => Value::Uint(*u),
-            Node::Double(d) => Value::Double(*d),
+            Node::Double(d) => Value::from_double(*d),
             Node::Text(text) => Value::Text(text),
             Node::Slot(slot) => match self.activation.slot_json(*slot) {
                 Ok(Some(json)) => Value::from_json(json),
                 Ok(None) => Value::Null,
-                Err(()) => return Err(Stop::Interpret),
+                Err(()) => return Err(Stop),
             },
             Node::Named(name) => match self.activation.named_json(name) {
                 Some(json) => Value::from_json(json),
-                None => return Err(Stop::Interpret),
+                None => return Err(Stop),
             },
             Node::Local(position) => self.locals[*position].clone(),
             Node::Select(operand, fields) => {
@@ -224,7 +238,7 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_> {
             | Node::Compare(..)
             | Node::In(..)
             | Node::TextTest(..)
-            | Node::Matches { .. } => Value::Bool(self.eval_bool(node)?),
+            | Node::Matches { .. } => Value::from_bool(self.eval_bool(node)?),
             Node::Index(operand, index) => match self.eval(operand)? {
                 Value::Optional(None) => Value::Optional(None),
                 Value::Optional(Some(inner)) => {
@@ -257,37 +271,37 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_> {
                 match self.eval(optional)? {
                     Value::Optional(Some(value)) => (*value).clone(),
                     Value::Optional(None) => otherwise,
-                    _ => return Err(Stop::Interpret),
+                    _ => return Err(Stop),
                 }
             }
             Node::OptionalValue(optional) => match self.eval(optional)? {
                 Value::Optional(Some(value)) => (*value).clone(),
-                _ => return Err(Stop::Interpret),
+                _ => return Err(Stop),
             },
-            Node::HasValue(..) => Value::Bool(self.eval_bool(node)?),
+            Node::HasValue(..) => Value::from_bool(self.eval_bool(node)?),
             Node::ToText(inner) => match self.eval(inner)? {
                 text @ (Value::Text(_) | Value::OwnedText(_)) => text,
-                Value::Int(i) => Value::OwnedText(i.to_string().into()),
-                Value::Uint(u) => Value::OwnedText(u.to_string().into()),
-                Value::Bool(b) => Value::Text(if b { "true" } else { "false" }),
-                _ => return Err(Stop::Interpret),
+                Value::Int(i) => Value::OwnedText(Rc::new(i.to_string())),
+                Value::Uint(u) => Value::OwnedText(Rc::new(u.to_string())),
+                Value::Bool(b) => Value::OwnedText(Rc::new(b.get().to_string())),
+                _ => return Err(Stop),
             },
             Node::ToInt(inner) => match self.eval(inner)? {
                 Value::Int(i) => Value::Int(i),
-                Value::Uint(u) => Value::Int(i64::try_from(u).map_err(|_| Stop::Interpret)?),
+                Value::Uint(u) => Value::Int(i64::try_from(u).map_err(|_| Stop)?),
                 value => match value.text().map(str::parse::<i64>) {
                     Some(Ok(i)) => Value::Int(i),
-                    _ => return Err(Stop::Interpret),
+                    _ => return Err(Stop),
                 },
             },
             Node::AsciiCase(lower, inner) => {
                 let value = self.eval(inner)?;
-                let text = value.text().ok_or(Stop::Interpret)?;
-                Value::OwnedText(if *lower {
-                    text.to_ascii_lowercase().into()
+                let text = value.text().ok_or(Stop)?;
+                Value::OwnedText(Rc::new(if *lower {
+                    text.to_ascii_lowercase()
                 } else {
-                    text.to_ascii_uppercase().into()
-                })
+                    text.to_ascii_uppercase()
+                }))
             }
             Node::Conditional(parts) => {
                 let [condition, then, otherwise] = &**parts;
@@ -303,14 +317,14 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_> {
                 arithmetic(*operator, left, right)?
             }
             Node::Negate(operand) => match self.eval(operand)? {
-                Value::Int(i) => Value::Int(i.checked_neg().ok_or(Stop::Interpret)?),
-                Value::Double(d) => Value::Double(-d),
-                _ => return Err(Stop::Interpret),
+                Value::Int(i) => Value::Int(i.checked_neg().ok_or(Stop)?),
+                Value::Double(d) => Value::from_double(-d.get()),
+                _ => return Err(Stop),
             },
             Node::Size(operand) => {
                 let value = self.eval(operand)?;
-                let size = value.size().ok_or(Stop::Interpret)?;
-                Value::Int(i64::try_from(size).map_err(|_| Stop::Interpret)?)
+                let size = value.size().ok_or(Stop)?;
+                Value::Int(i64::try_from(size).map_err(|_| Stop)?)
             }
             Node::Cost(units, inner) => {
                 let value = self.eval(inner)?;
@@ -354,7 +368,7 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_> {
             (text, computed(self)?)
         };
         let Some(text) = text.text() else {
-            return Err(Stop::Interpret);
+            return Err(Stop);
         };
         // cel-go's cost: (1 + the text's length) / 10 times the pattern's length / 4, each
         // rounded up (as the interpreter's `@matches` charges).
@@ -366,13 +380,12 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_> {
             }
             (Pattern::Computed(_), Some(pattern)) => {
                 let Some(pattern) = pattern.text() else {
-                    return Err(Stop::Interpret);
+                    return Err(Stop);
                 };
                 self.charge_cost(text_units * (pattern.chars().count() as u64).div_ceil(4))?;
-                crate::expressions::library::cached_regex_match(pattern, text)
-                    .ok_or(Stop::Interpret)
+                crate::expressions::library::cached_regex_match(pattern, text).ok_or(Stop)
             }
-            (Pattern::Computed(_), None) => Err(Stop::Interpret),
+            (Pattern::Computed(_), None) => Err(Stop),
         }
     }
 
@@ -398,7 +411,7 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_> {
             | SizeRule::ContainsIp
             | SizeRule::ContainsIpString
             | SizeRule::ContainsCidr
-            | SizeRule::ContainsCidrString => Err(Stop::Interpret),
+            | SizeRule::ContainsCidrString => Err(Stop),
             SizeRule::Min | SizeRule::MinOfText | SizeRule::SumOfText | SizeRule::Product => {
                 match self.noted.iter().position(|(s, _)| *s == site) {
                     Some(at) => {
@@ -458,7 +471,7 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_> {
             }
             match self.eval(items)? {
                 Value::List(list) => accumulated.extend(list.iter().cloned()),
-                _ => return Err(Stop::Interpret),
+                _ => return Err(Stop),
             }
         }
         self.locals[fold.item] = Value::Null;
@@ -466,29 +479,36 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_> {
     }
 }
 
+/// The member `name` of a JSON object.
+fn member<'j>(
+    members: &'j serde_json::Map<String, serde_json::Value>,
+    name: &str,
+) -> Option<&'j serde_json::Value> {
+    members.get(name)
+}
+
 /// `value.field`: a map's member, the member of an optional map as an optional.
 fn select<'r>(value: Value<'r>, field: &str) -> Step<Value<'r>> {
     match value {
-        Value::Json(serde_json::Value::Object(members)) => members
-            .get(field)
-            .map(Value::from_json)
-            .ok_or(Stop::Interpret),
+        Value::Json(serde_json::Value::Object(members)) => {
+            member(members, field).map(Value::from_json).ok_or(Stop)
+        }
         Value::Optional(None) => Ok(Value::Optional(None)),
         Value::Optional(Some(inner)) => match &*inner {
             Value::Json(serde_json::Value::Object(_)) => Ok(optional_field(&inner, field)),
             inner if inner.is_list() => Ok(Value::Optional(None)),
-            _ => Err(Stop::Interpret),
+            _ => Err(Stop),
         },
-        _ => Err(Stop::Interpret),
+        _ => Err(Stop),
     }
 }
 
 /// `value.?field`: the member as an optional, none for anything but a map holding it.
 fn optional_field<'r>(value: &Value<'r>, field: &str) -> Value<'r> {
     Value::Optional(match value {
-        Value::Json(serde_json::Value::Object(members)) => members
-            .get(field)
-            .map(|member| Rc::new(Value::from_json(member))),
+        Value::Json(serde_json::Value::Object(members)) => {
+            member(members, field).map(|found| Rc::new(Value::from_json(found)))
+        }
         _ => None,
     })
 }
@@ -498,51 +518,50 @@ fn optional_field<'r>(value: &Value<'r>, field: &str) -> Value<'r> {
 fn optional_index<'r>(value: &Value<'r>, index: &Value<'r>) -> Step<Option<Rc<Value<'r>>>> {
     match (value, index) {
         (Value::Json(serde_json::Value::Object(members)), Value::Text(_) | Value::OwnedText(_)) => {
-            Ok(members
-                .get(index.text().unwrap_or_default())
-                .map(|member| Rc::new(Value::from_json(member))))
+            Ok(member(members, index.text().unwrap_or_default())
+                .map(|found| Rc::new(Value::from_json(found))))
         }
         (Value::Json(serde_json::Value::Array(_)) | Value::List(_), Value::Int(_)) => {
             Ok(index_into(value, index).ok().map(Rc::new))
         }
-        _ => Err(Stop::Interpret),
+        _ => Err(Stop),
     }
 }
 
 fn index_into<'r>(operand: &Value<'r>, index: &Value<'r>) -> Step<Value<'r>> {
     match (operand, index) {
         (Value::Json(serde_json::Value::Object(fields)), _) => {
-            let key = index.text().ok_or(Stop::Interpret)?;
-            fields.get(key).map(Value::from_json).ok_or(Stop::Interpret)
+            let key = index.text().ok_or(Stop)?;
+            member(fields, key).map(Value::from_json).ok_or(Stop)
         }
         (Value::Json(serde_json::Value::Array(items)), Value::Int(i)) => usize::try_from(*i)
             .ok()
             .and_then(|i| items.get(i))
             .map(Value::from_json)
-            .ok_or(Stop::Interpret),
+            .ok_or(Stop),
         (Value::List(items), Value::Int(i)) => usize::try_from(*i)
             .ok()
             .and_then(|i| items.get(i))
             .cloned()
-            .ok_or(Stop::Interpret),
-        _ => Err(Stop::Interpret),
+            .ok_or(Stop),
+        _ => Err(Stop),
     }
 }
 
 fn compare(comparison: Comparison, left: &Value<'_>, right: &Value<'_>) -> Step<bool> {
     if let Comparison::Equal | Comparison::NotEqual = comparison {
-        let equal = left.equals(right).ok_or(Stop::Interpret)?;
+        let equal = left.equals(right).ok_or(Stop)?;
         return Ok(equal == (comparison == Comparison::Equal));
     }
     let numbers =
         |value: &Value<'_>| matches!(value, Value::Int(_) | Value::Uint(_) | Value::Double(_));
     let ordering = match (left, right) {
         _ if numbers(left) && numbers(right) => {
-            super::value::numeric_order(left, right).ok_or(Stop::Interpret)?
+            super::value::numeric_order(left, right).ok_or(Stop)?
         }
         _ => match (left.text(), right.text()) {
             (Some(a), Some(b)) => a.cmp(b),
-            _ => return Err(Stop::Interpret),
+            _ => return Err(Stop),
         },
     };
     Ok(match comparison {
@@ -557,39 +576,19 @@ fn compare(comparison: Comparison, left: &Value<'_>, right: &Value<'_>) -> Step<
 fn arithmetic<'r>(operator: Arithmetic, left: Value<'r>, right: Value<'r>) -> Step<Value<'r>> {
     use Arithmetic::*;
     Ok(match (operator, &left, &right) {
-        (Add, Value::Int(a), Value::Int(b)) => {
-            Value::Int(a.checked_add(*b).ok_or(Stop::Interpret)?)
-        }
-        (Subtract, Value::Int(a), Value::Int(b)) => {
-            Value::Int(a.checked_sub(*b).ok_or(Stop::Interpret)?)
-        }
-        (Multiply, Value::Int(a), Value::Int(b)) => {
-            Value::Int(a.checked_mul(*b).ok_or(Stop::Interpret)?)
-        }
-        (Divide, Value::Int(a), Value::Int(b)) => {
-            Value::Int(a.checked_div(*b).ok_or(Stop::Interpret)?)
-        }
-        (Modulo, Value::Int(a), Value::Int(b)) => {
-            Value::Int(a.checked_rem(*b).ok_or(Stop::Interpret)?)
-        }
-        (Add, Value::Uint(a), Value::Uint(b)) => {
-            Value::Uint(a.checked_add(*b).ok_or(Stop::Interpret)?)
-        }
-        (Subtract, Value::Uint(a), Value::Uint(b)) => {
-            Value::Uint(a.checked_sub(*b).ok_or(Stop::Interpret)?)
-        }
-        (Multiply, Value::Uint(a), Value::Uint(b)) => {
-            Value::Uint(a.checked_mul(*b).ok_or(Stop::Interpret)?)
-        }
-        (Divide, Value::Uint(a), Value::Uint(b)) => {
-            Value::Uint(a.checked_div(*b).ok_or(Stop::Interpret)?)
-        }
-        (Modulo, Value::Uint(a), Value::Uint(b)) => {
-            Value::Uint(a.checked_rem(*b).ok_or(Stop::Interpret)?)
-        }
-        (Add, Value::Double(a), Value::Double(b)) => Value::Double(a + b),
-        (Subtract, Value::Double(a), Value::Double(b)) => Value::Double(a - b),
-        (Multiply, Value::Double(a), Value::Double(b)) => Value::Double(a * b),
+        (Add, Value::Int(a), Value::Int(b)) => Value::Int(a.checked_add(*b).ok_or(Stop)?),
+        (Subtract, Value::Int(a), Value::Int(b)) => Value::Int(a.checked_sub(*b).ok_or(Stop)?),
+        (Multiply, Value::Int(a), Value::Int(b)) => Value::Int(a.checked_mul(*b).ok_or(Stop)?),
+        (Divide, Value::Int(a), Value::Int(b)) => Value::Int(a.checked_div(*b).ok_or(Stop)?),
+        (Modulo, Value::Int(a), Value::Int(b)) => Value::Int(a.checked_rem(*b).ok_or(Stop)?),
+        (Add, Value::Uint(a), Value::Uint(b)) => Value::Uint(a.checked_add(*b).ok_or(Stop)?),
+        (Subtract, Value::Uint(a), Value::Uint(b)) => Value::Uint(a.checked_sub(*b).ok_or(Stop)?),
+        (Multiply, Value::Uint(a), Value::Uint(b)) => Value::Uint(a.checked_mul(*b).ok_or(Stop)?),
+        (Divide, Value::Uint(a), Value::Uint(b)) => Value::Uint(a.checked_div(*b).ok_or(Stop)?),
+        (Modulo, Value::Uint(a), Value::Uint(b)) => Value::Uint(a.checked_rem(*b).ok_or(Stop)?),
+        (Add, Value::Double(a), Value::Double(b)) => Value::from_double(a.get() + b.get()),
+        (Subtract, Value::Double(a), Value::Double(b)) => Value::from_double(a.get() - b.get()),
+        (Multiply, Value::Double(a), Value::Double(b)) => Value::from_double(a.get() * b.get()),
         (Add, _, _) if left.text().is_some() && right.text().is_some() => {
             let (a, b) = (
                 left.text().unwrap_or_default(),
@@ -598,27 +597,27 @@ fn arithmetic<'r>(operator: Arithmetic, left: Value<'r>, right: Value<'r>) -> St
             let mut joined = String::with_capacity(a.len() + b.len());
             joined.push_str(a);
             joined.push_str(b);
-            Value::OwnedText(joined.into())
+            Value::OwnedText(Rc::new(joined))
         }
         (Add, _, _) if left.is_list() && right.is_list() => {
-            let mut joined: Vec<Value<'r>> = left.list_items().ok_or(Stop::Interpret)?.collect();
-            joined.extend(right.list_items().ok_or(Stop::Interpret)?);
+            let mut joined: Vec<Value<'r>> = left.list_items().ok_or(Stop)?.collect();
+            joined.extend(right.list_items().ok_or(Stop)?);
             Value::List(Rc::new(joined))
         }
-        _ => return Err(Stop::Interpret),
+        _ => return Err(Stop),
     })
 }
 
 fn contains(container: &Value<'_>, element: &Value<'_>) -> Step<bool> {
     match container {
         Value::Json(serde_json::Value::Object(fields)) => {
-            let key = element.text().ok_or(Stop::Interpret)?;
-            Ok(fields.contains_key(key))
+            let key = element.text().ok_or(Stop)?;
+            Ok(member(fields, key).is_some())
         }
         _ => {
-            let items = container.list_items().ok_or(Stop::Interpret)?;
+            let items = container.list_items().ok_or(Stop)?;
             for item in items {
-                if item.equals(element).ok_or(Stop::Interpret)? {
+                if item.equals(element).ok_or(Stop)? {
                     return Ok(true);
                 }
             }
@@ -640,7 +639,7 @@ impl<'r> FoldItems<'r> {
             Value::Json(serde_json::Value::Object(fields)) => FoldItems::Keys(fields.keys()),
             Value::Json(serde_json::Value::Array(items)) => FoldItems::Json(items.iter()),
             Value::List(items) => FoldItems::Built(Rc::clone(items), 0),
-            _ => return Err(Stop::Interpret),
+            _ => return Err(Stop),
         })
     }
 }
@@ -650,7 +649,7 @@ impl<'r> Iterator for FoldItems<'r> {
 
     fn next(&mut self) -> Option<Value<'r>> {
         match self {
-            FoldItems::Keys(keys) => keys.next().map(|key| Value::Text(key)),
+            FoldItems::Keys(keys) => keys.next().map(Value::Text),
             FoldItems::Json(items) => items.next().map(Value::from_json),
             FoldItems::Built(items, next) => {
                 let item = items.get(*next).cloned();

@@ -83,7 +83,7 @@ enum Node {
     Int(i64),
     Uint(u64),
     Double(f64),
-    Text(Box<str>),
+    Text(String),
     /// An admission variable (`object`, `oldObject`, `request`, `params`,
     /// `namespaceObject`), by its slot in the activation.
     Slot(usize),

@@ -9,19 +9,21 @@ use crate::expressions::convert::JsonNumber;
 /// A value during one evaluation, borrowing what lives at least as long as `'r` (the
 /// request's JSON, the program's literals).
 ///
-/// Laid out with the tag apart from an aligned payload: returned through memory, the value
-/// is then copied in aligned words (with the payload packed after the tag, the copies
-/// straddled the callee's stores and stalled).
-#[derive(Debug, Clone)]
-#[repr(C, u8)]
+/// Two words, a tag and a payload that is one integer or pointer for every variant (strings
+/// by `&String`, shared ones by `Rc<String>`, bools and doubles as [`Flag`] and [`Float`]
+/// words): such a value, and a [`Result`] of one with a zero-sized error, is returned in two
+/// registers. Returned through memory, the caller's copies straddled the callee's narrower
+/// stores and stalled.
+#[derive(Debug, Clone, Default)]
 pub(super) enum Value<'r> {
+    #[default]
     Null,
-    Bool(bool),
+    Bool(Flag),
     Int(i64),
     Uint(u64),
-    Double(f64),
-    Text(&'r str),
-    OwnedText(Rc<str>),
+    Double(Float),
+    Text(&'r String),
+    OwnedText(Rc<String>),
     /// A JSON object (a CEL map) or array (a list).
     Json(&'r serde_json::Value),
     List(Rc<Vec<Value<'r>>>),
@@ -29,17 +31,47 @@ pub(super) enum Value<'r> {
     Optional(Option<Rc<Value<'r>>>),
 }
 
+const _: () = assert!(std::mem::size_of::<Value<'static>>() == 16);
+
+/// A bool held in a word (see [`Value`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Flag(u64);
+
+impl Flag {
+    pub(super) fn get(self) -> bool {
+        self.0 != 0
+    }
+}
+
+/// A double held in a word by its bits (see [`Value`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Float(u64);
+
+impl Float {
+    pub(super) fn get(self) -> f64 {
+        f64::from_bits(self.0)
+    }
+}
+
 impl<'r> Value<'r> {
+    pub(super) fn from_bool(b: bool) -> Self {
+        Value::Bool(Flag(u64::from(b)))
+    }
+
+    pub(super) fn from_double(d: f64) -> Self {
+        Value::Double(Float(d.to_bits()))
+    }
+
     /// A JSON value as the interpreter sees it: integers `int`, beyond `i64` `uint`, then
     /// `double` (see [`crate::expressions::json_to_cel`]).
     pub(super) fn from_json(json: &'r serde_json::Value) -> Self {
         match json {
             serde_json::Value::Null => Value::Null,
-            serde_json::Value::Bool(b) => Value::Bool(*b),
+            serde_json::Value::Bool(b) => Value::from_bool(*b),
             serde_json::Value::Number(n) => match JsonNumber::of(n) {
                 JsonNumber::Int(i) => Value::Int(i),
                 JsonNumber::Uint(u) => Value::Uint(u),
-                JsonNumber::Double(d) => Value::Double(d),
+                JsonNumber::Double(d) => Value::from_double(d),
             },
             serde_json::Value::String(s) => Value::Text(s),
             serde_json::Value::Array(_) | serde_json::Value::Object(_) => Value::Json(json),
@@ -48,8 +80,8 @@ impl<'r> Value<'r> {
 
     pub(super) fn text(&self) -> Option<&str> {
         match self {
-            Value::Text(text) => Some(text),
-            Value::OwnedText(text) => Some(text),
+            Value::Text(text) => Some(text.as_str()),
+            Value::OwnedText(text) => Some(text.as_str()),
             _ => None,
         }
     }
@@ -97,10 +129,10 @@ impl<'r> Value<'r> {
             {
                 numeric_order(self, other).map(|ordering| ordering.is_eq())
             }
-            (Value::Bool(a), Value::Bool(b)) => Some(a == b),
+            (Value::Bool(a), Value::Bool(b)) => Some(a.get() == b.get()),
             (Value::Int(a), Value::Int(b)) => Some(a == b),
             (Value::Uint(a), Value::Uint(b)) => Some(a == b),
-            (Value::Double(a), Value::Double(b)) => Some(a == b),
+            (Value::Double(a), Value::Double(b)) => Some(a.get() == b.get()),
             _ => match (self.text(), other.text()) {
                 (Some(a), Some(b)) => Some(a == b),
                 _ => None,
@@ -113,12 +145,12 @@ impl<'r> Value<'r> {
     pub(super) fn to_cel(&self) -> Option<cel::Value> {
         Some(match self {
             Value::Null => cel::Value::Null,
-            Value::Bool(b) => cel::Value::Bool(*b),
+            Value::Bool(b) => cel::Value::Bool(b.get()),
             Value::Int(i) => cel::Value::Int(*i),
             Value::Uint(u) => cel::Value::UInt(*u),
-            Value::Double(d) => cel::Value::Float(*d),
-            Value::Text(text) => cel::Value::String(Arc::new((*text).to_owned())),
-            Value::OwnedText(text) => cel::Value::String(Arc::new(text.to_string())),
+            Value::Double(d) => cel::Value::Float(d.get()),
+            Value::Text(text) => cel::Value::String(Arc::new((*text).clone())),
+            Value::OwnedText(text) => cel::Value::String(Arc::new(String::clone(text))),
             Value::Json(json) => crate::expressions::json_to_cel(json),
             Value::List(items) => cel::Value::List(Arc::new(
                 items.iter().map(Value::to_cel).collect::<Option<_>>()?,
@@ -160,7 +192,7 @@ pub(super) fn numeric_order(a: &Value<'_>, b: &Value<'_>) -> Option<std::cmp::Or
     let as_double = |value: &Value<'_>| match value {
         Value::Int(i) if i.unsigned_abs() <= EXACT => Some(*i as f64),
         Value::Uint(u) if *u <= EXACT => Some(*u as f64),
-        Value::Double(d) if !d.is_nan() => Some(*d),
+        Value::Double(d) if !d.get().is_nan() => Some(d.get()),
         _ => None,
     };
     match (a, b) {
