@@ -274,6 +274,40 @@ fn edge_cases_agree_with_the_interpreter() {
             "object.metadata.name.upperAscii() + 'ABC'.lowerAscii()",
             Some(json!("WéB-1abc")),
         ),
+        // `all` and `exists` stop at the first item that decides, as their macros' condition
+        // stops the comprehension (the cost tells how many items were visited).
+        (
+            "object.spec.containers.all(c, c.name == 'b')",
+            Some(json!(false)),
+        ),
+        (
+            "object.spec.containers.exists(c, c.name == 'a')",
+            Some(json!(true)),
+        ),
+        ("object.spec.empty.exists(x, true)", Some(json!(false))),
+        ("object.spec.containers.exists(c, c.env.size() > 0)", None),
+        (
+            "object.spec.containers.all(c, c.name == 'a' || c.env.size() > 0)",
+            Some(json!(true)),
+        ),
+        (
+            "object.spec.containers.all(c, c.name == 'b' || c.missing)",
+            None,
+        ),
+        (
+            "object.spec.containers.exists(c, c.name == 'a' || c.missing)",
+            Some(json!(true)),
+        ),
+        (
+            "object.spec.containers.all(c, object.spec.containers.exists(d, d.name != c.name))",
+            Some(json!(true)),
+        ),
+        (
+            "object.metadata.labels.exists(k, k == 'a/b')",
+            Some(json!(true)),
+        ),
+        ("object.spec.containers.all(c, c.name)", None),
+        ("[1, 2, 3].all(x, x < 3)", Some(json!(false))),
     ];
     let mut compiled = 0;
     for (source, expected) in cases {

@@ -3,7 +3,7 @@
 
 use cel::common::ast::{ComprehensionExpr, Expr, IdedExpr, LiteralValue, operators};
 
-use super::{Arithmetic, Comparison, CompiledProgram, Fold, Node, Pattern, TextTest};
+use super::{Arithmetic, Comparison, CompiledProgram, Fold, Node, Pattern, Quantifier, TextTest};
 use crate::expressions::activation::SLOTS;
 use crate::expressions::cost::{COST_FUNCTION, SIZED_FUNCTION, SizeRule};
 
@@ -276,7 +276,7 @@ impl<'e> Compiler<'e> {
         self.scope.truncate(depth + 1);
         let result = self.node(&c.result)?;
         self.scope.truncate(depth);
-        Some(Node::Fold(Box::new(Fold {
+        let fold = Fold {
             range,
             init,
             item,
@@ -285,7 +285,12 @@ impl<'e> Compiler<'e> {
             step,
             result,
             append,
-        })))
+        };
+        Some(if c.accu_var == MACRO_ACCUMULATOR {
+            quantifier(fold)
+        } else {
+            Node::Fold(Box::new(fold))
+        })
     }
 
     /// The interpreter's `AppendStep`: a result that is the accumulator, a constant
@@ -330,6 +335,62 @@ impl<'e> Compiler<'e> {
         };
         Some(Some((guard, self.node(items)?)))
     }
+}
+
+/// The accumulator of the comprehensions the parser's macros expand to (a name no
+/// expression can spell, so only the macro's own steps read it).
+const MACRO_ACCUMULATOR: &str = "@result";
+
+/// `all` and `exists` as a [`Quantifier`], the other comprehensions as they are. The
+/// macros expand to an accumulator starting `true` (`all`) or `false`, a condition that
+/// stops once it flips (`@not_strictly_false(acc)`, `@not_strictly_false(!acc)`) and a step
+/// `acc && p` or `acc || p`; the instrumentation wraps condition and step in their costs.
+fn quantifier(fold: Fold) -> Node {
+    let accumulator = fold.accumulator;
+    let is_accumulator = |node: &Node| matches!(node, Node::Local(at) if *at == accumulator);
+    let peel_cost = |node: Node| match node {
+        Node::Cost(units, inner) => (Some(units), *inner),
+        node => (None, node),
+    };
+    let Node::Bool(every) = fold.init else {
+        return Node::Fold(Box::new(fold));
+    };
+    let continues = match &fold.condition {
+        Node::Cost(_, inner) => &**inner,
+        condition => condition,
+    };
+    let condition_shape = match continues {
+        Node::NotStrictlyFalse(operand) if every => is_accumulator(operand),
+        Node::NotStrictlyFalse(operand) => {
+            matches!(&**operand, Node::Not(inner) if is_accumulator(inner))
+        }
+        _ => false,
+    };
+    let step = match &fold.step {
+        Node::Cost(_, inner) => &**inner,
+        step => step,
+    };
+    let step_shape = match step {
+        Node::And(left, _) if every => is_accumulator(left),
+        Node::Or(left, _) if !every => is_accumulator(left),
+        _ => false,
+    };
+    if !condition_shape || !step_shape || !is_accumulator(&fold.result) || fold.append.is_some() {
+        return Node::Fold(Box::new(fold));
+    }
+    let (condition_units, _) = peel_cost(fold.condition);
+    let (step_units, step) = peel_cost(fold.step);
+    let (Node::And(_, predicate) | Node::Or(_, predicate)) = step else {
+        unreachable!("the step's shape was checked above");
+    };
+    Node::Quantifier(Box::new(Quantifier {
+        range: fold.range,
+        item: fold.item,
+        every,
+        condition_units,
+        step_units,
+        predicate: *predicate,
+    }))
 }
 
 fn comparison(name: &str) -> Option<Comparison> {

@@ -4,7 +4,7 @@ use std::cmp::Ordering;
 use std::rc::Rc;
 
 use super::value::Value;
-use super::{Arithmetic, Comparison, CompiledProgram, Fold, Node, Pattern, TextTest};
+use super::{Arithmetic, Comparison, CompiledProgram, Fold, Node, Pattern, Quantifier, TextTest};
 use crate::expressions::cost::SizeRule;
 use crate::expressions::{Activation, LocalBudget};
 
@@ -196,6 +196,7 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
                 pattern,
                 pattern_first,
             } => self.matches(text, pattern, *pattern_first),
+            Node::Quantifier(quantifier) => self.quantifier(quantifier),
             Node::Cost(units, inner) => {
                 let value = self.eval_bool(inner)?;
                 self.charge_cost(*units)?;
@@ -352,6 +353,7 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
                 Value::List(Rc::new(list))
             }
             Node::Fold(fold) => self.fold(fold)?,
+            Node::Quantifier(quantifier) => Value::from_bool(self.quantifier(quantifier)?),
         })
     }
 
@@ -447,6 +449,30 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
         self.locals[fold.accumulator] = Value::Null;
         self.locals[fold.item] = Value::Null;
         Ok(result)
+    }
+
+    /// The comprehension of `all` or `exists`, step by step: per item, the condition (the
+    /// accumulator not yet flipped) and its units, then the predicate, the step's units, and
+    /// the predicate's value as the new accumulator (`true && p`, `false || p`).
+    fn quantifier(&mut self, quantifier: &'r Quantifier) -> Step<bool> {
+        let range = self.eval(&quantifier.range)?;
+        observe_map_order(&range);
+        let mut accumulator = quantifier.every;
+        for item in FoldItems::of(&range)? {
+            if let Some(units) = quantifier.condition_units {
+                self.charge_cost(units)?;
+            }
+            if accumulator != quantifier.every {
+                break;
+            }
+            self.locals[quantifier.item] = item;
+            accumulator = self.eval_bool(&quantifier.predicate)?;
+            if let Some(units) = quantifier.step_units {
+                self.charge_cost(units)?;
+            }
+        }
+        self.locals[quantifier.item] = Value::Null;
+        Ok(accumulator)
     }
 
     fn append(

@@ -121,6 +121,8 @@ enum Node {
     Budget(Box<Node>),
     List(Vec<Node>),
     Fold(Box<Fold>),
+    /// `all` or `exists`.
+    Quantifier(Box<Quantifier>),
     /// `a[?k]`.
     OptionalIndex(Box<Node>, Box<Node>),
     /// `a.?f`.
@@ -141,6 +143,19 @@ enum Node {
     ToInt(Box<Node>),
     /// `s.lowerAscii()` (`true`) or `s.upperAscii()`.
     AsciiCase(bool, Box<Node>),
+}
+
+/// `range.all(x, p)` (`every`) or `range.exists(x, p)`: the comprehension the macro expands
+/// to, evaluated without its accumulator's steps. The units its condition and step charge
+/// per item are charged as the comprehension charges them, in its order.
+#[derive(Debug)]
+struct Quantifier {
+    range: Node,
+    item: usize,
+    every: bool,
+    condition_units: Option<u64>,
+    step_units: Option<u64>,
+    predicate: Node,
 }
 
 /// A comprehension.
