@@ -71,7 +71,7 @@ pub fn check_decode(schema: &Schema, object: &Value) -> Result<(), DecodeError> 
         schema,
         structs: Vec::new(),
         fields: Vec::new(),
-        path: String::new(),
+        path: Vec::new(),
     };
     match walker.value(object, &schema.root_node()) {
         Ok(()) => Ok(()),
@@ -94,11 +94,19 @@ pub fn check_object(gvk: &GroupVersionKind, object: &Value) -> Result<(), Decode
 }
 
 /// The decoder's error context: the innermost struct and the stack of JSON field names.
-struct Walker<'s> {
+struct Walker<'s, 'v> {
     schema: &'s Schema,
     structs: Vec<&'s str>,
     fields: Vec<&'s str>,
-    path: String,
+    /// Where the walk is, written out only for an error.
+    path: Vec<Step<'v>>,
+}
+
+/// One step of a JSON path.
+enum Step<'v> {
+    Field(&'v str),
+    Key(&'v str),
+    Index(usize),
 }
 
 type Failure = (String, String);
@@ -123,7 +131,25 @@ fn integer(number: &serde_json::Number) -> Option<i128> {
         .or_else(|| number.as_u64().map(i128::from))
 }
 
-impl<'s> Walker<'s> {
+impl<'s, 'v> Walker<'s, 'v> {
+    /// The JSON path walked to (`spec.containers[0].image`, `metadata.labels["app"]`).
+    fn path(&self) -> String {
+        let mut path = String::new();
+        for step in &self.path {
+            match step {
+                Step::Field(name) => {
+                    if !path.is_empty() {
+                        path.push('.');
+                    }
+                    path.push_str(name);
+                }
+                Step::Key(key) => path.push_str(&format!("[{key:?}]")),
+                Step::Index(index) => path.push_str(&format!("[{index}]")),
+            }
+        }
+        path
+    }
+
     fn type_error(&self, what: String, go_type: &str) -> Failure {
         let message = match self.structs.last() {
             None if self.fields.is_empty() => {
@@ -135,15 +161,15 @@ impl<'s> Walker<'s> {
                 self.fields.join(".")
             ),
         };
-        (message, self.path.clone())
+        (message, self.path())
     }
 
     /// An error from a type's own decoder, which calls the standard library without context.
     fn plain_error(&self, message: String) -> Failure {
-        (message, self.path.clone())
+        (message, self.path())
     }
 
-    fn value(&mut self, value: &Value, node: &'s Node) -> Result<(), Failure> {
+    fn value(&mut self, value: &'v Value, node: &'s Node) -> Result<(), Failure> {
         if value.is_null() {
             return Ok(());
         }
@@ -222,13 +248,9 @@ impl<'s> Walker<'s> {
                     self.fields
                         .extend(field.embedded_in.iter().map(String::as_str));
                     self.fields.push(&field.name);
-                    let len = self.path.len();
-                    if !self.path.is_empty() {
-                        self.path.push('.');
-                    }
-                    self.path.push_str(key);
+                    self.path.push(Step::Field(key));
                     let result = self.value(child, &field.node);
-                    self.path.truncate(len);
+                    self.path.pop();
                     self.fields.truncate(depth);
                     self.structs.pop();
                     result?;
@@ -240,10 +262,9 @@ impl<'s> Walker<'s> {
                     return Err(self.type_error(what(value), &node.go_type));
                 };
                 for (key, child) in map {
-                    let len = self.path.len();
-                    self.path.push_str(&format!("[{key:?}]"));
+                    self.path.push(Step::Key(key));
                     let result = self.value(child, values);
-                    self.path.truncate(len);
+                    self.path.pop();
                     result?;
                 }
                 Ok(())
@@ -253,10 +274,9 @@ impl<'s> Walker<'s> {
                     return Err(self.type_error(what(value), &node.go_type));
                 };
                 for (index, child) in list.iter().enumerate() {
-                    let len = self.path.len();
-                    self.path.push_str(&format!("[{index}]"));
+                    self.path.push(Step::Index(index));
                     let result = self.value(child, items);
-                    self.path.truncate(len);
+                    self.path.pop();
                     result?;
                 }
                 Ok(())
