@@ -292,12 +292,15 @@ impl Engine {
         context: &EvalContext<'_>,
     ) -> Result<Decision, EvalError> {
         let mut decision = Decision::default();
-        let cel = CelInputCell::new(self.admission_policies.uses_authorizer().then(|| {
-            AuthorizerBinding {
-                reviewer: context.authorizer.cloned(),
-                deadline: context.deadline,
-            }
-        }));
+        let cel = CelInputCell::new(
+            context.namespaces,
+            self.admission_policies
+                .uses_authorizer()
+                .then(|| AuthorizerBinding {
+                    reviewer: context.authorizer.cloned(),
+                    deadline: context.deadline,
+                }),
+        );
         let past_deadline = || context.deadline.is_some_and(|d| Instant::now() >= d);
         check_object_shape(request, !self.pod_security.is_empty())?;
         match context.endpoint {

@@ -76,6 +76,31 @@ pub(super) const SLOTS: [&str; 5] = [
     "namespaceObject",
 ];
 
+/// The position of `name` in [`SLOTS`], checked when compiling.
+const fn slot_index(name: &str) -> usize {
+    let mut index = 0;
+    while index < SLOTS.len() {
+        let (slot, name) = (SLOTS[index].as_bytes(), name.as_bytes());
+        if slot.len() == name.len() {
+            let mut at = 0;
+            while at < slot.len() && slot[at] == name[at] {
+                at += 1;
+            }
+            if at == slot.len() {
+                return index;
+            }
+        }
+        index += 1;
+    }
+    panic!("not an admission slot")
+}
+
+const OBJECT_SLOT: usize = slot_index("object");
+const OLD_OBJECT_SLOT: usize = slot_index("oldObject");
+const REQUEST_SLOT: usize = slot_index("request");
+const PARAMS_SLOT: usize = slot_index("params");
+const NAMESPACE_OBJECT_SLOT: usize = slot_index("namespaceObject");
+
 /// JSON built only when an expression first reads it (the request's attributes, which most
 /// expressions never read).
 pub trait JsonSource: Send + Sync {
@@ -180,6 +205,7 @@ impl std::fmt::Debug for Activation<'_> {
 
 impl<'a> Activation<'a> {
     /// An activation where every variable is `null`.
+    #[inline]
     pub fn new() -> Self {
         Activation {
             slots: Default::default(),
@@ -194,38 +220,49 @@ impl<'a> Activation<'a> {
 
     /// Binds `object`, borrowing the JSON (converted once, strings not copied).
     #[must_use]
+    #[inline]
     pub fn object(self, json: &'a serde_json::Value) -> Self {
-        self.json("object", json)
+        self.bind_slot(OBJECT_SLOT, Binding::json(json))
     }
 
     /// Binds `oldObject`.
     #[must_use]
+    #[inline]
     pub fn old_object(self, json: &'a serde_json::Value) -> Self {
-        self.json("oldObject", json)
+        self.bind_slot(OLD_OBJECT_SLOT, Binding::json(json))
     }
 
     /// Binds `request` (the AdmissionRequest as JSON).
     #[must_use]
     pub fn request(self, json: &'a serde_json::Value) -> Self {
-        self.json("request", json)
+        self.bind_slot(REQUEST_SLOT, Binding::json(json))
     }
 
     /// Binds `request` to JSON built when an expression first reads it.
     #[must_use]
+    #[inline]
     pub fn request_built(self, source: &'a dyn JsonSource) -> Self {
-        self.bind("request", Binding::built(source))
+        self.bind_slot(REQUEST_SLOT, Binding::built(source))
     }
 
     /// Binds `params`.
     #[must_use]
+    #[inline]
     pub fn params(self, json: &'a serde_json::Value) -> Self {
-        self.json("params", json)
+        self.bind_slot(PARAMS_SLOT, Binding::json(json))
     }
 
     /// Binds `namespaceObject`.
     #[must_use]
     pub fn namespace_object(self, json: &'a serde_json::Value) -> Self {
-        self.json("namespaceObject", json)
+        self.bind_slot(NAMESPACE_OBJECT_SLOT, Binding::json(json))
+    }
+
+    /// Binds `namespaceObject` to JSON built when an expression first reads it.
+    #[must_use]
+    #[inline]
+    pub fn namespace_object_built(self, source: &'a dyn JsonSource) -> Self {
+        self.bind_slot(NAMESPACE_OBJECT_SLOT, Binding::built(source))
     }
 
     /// Binds any variable to JSON (converted once, on first reference, borrowed).
@@ -248,6 +285,12 @@ impl<'a> Activation<'a> {
                 self.extra.push((name.to_owned(), binding));
             }
         }
+        self
+    }
+
+    #[inline]
+    fn bind_slot(mut self, index: usize, binding: Binding<'a>) -> Self {
+        self.slots[index] = Some(binding);
         self
     }
 

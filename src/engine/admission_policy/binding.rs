@@ -50,21 +50,22 @@ impl BindingCore {
             .is_none_or(|matcher| matcher.matches(request, namespaces))
     }
 
-    /// The parameter objects to evaluate with: `[None]` without `paramKind` or `paramRef`, otherwise the
-    /// objects `paramRef` finds (in the cluster when there is one, else in the policy
-    /// folders); an error is a configuration error of the binding.
+    /// The parameter objects to evaluate with: `None` without `paramKind` or `paramRef` (one
+    /// evaluation, with `params` null), otherwise the objects `paramRef` finds (in the
+    /// cluster when there is one, else in the policy folders); an error is a configuration
+    /// error of the binding.
     pub(super) fn params(
         &self,
         policy: &PolicyCore,
         sources: ParamSources<'_>,
         request: &AdmissionRequest,
-    ) -> Result<Vec<Option<Arc<Json>>>, String> {
+    ) -> Result<Option<Vec<Arc<Json>>>, String> {
         let Some(kind) = &policy.param_kind else {
-            return Ok(vec![None]);
+            return Ok(None);
         };
         // As the apiserver: a binding without paramRef evaluates once with `params` null.
         let Some(param_ref) = &self.param_ref else {
-            return Ok(vec![None]);
+            return Ok(None);
         };
         let found = match sources.cluster {
             Some(cluster) => cluster.find(kind, param_ref, request.namespace.as_deref())?,
@@ -77,7 +78,7 @@ impl BindingCore {
                 "no params found for policy binding with `Deny` parameterNotFoundAction".into(),
             );
         }
-        Ok(found.into_iter().map(Some).collect())
+        Ok(Some(found))
     }
 }
 
@@ -178,18 +179,24 @@ impl PolicyCore {
                     continue;
                 }
             };
-            let found: Vec<Option<Arc<Json>>> = match &self.param_kind {
-                Some(kind) if params.fill_type_meta => found
-                    .into_iter()
-                    .map(|param| param.map(|param| with_type_meta(param, kind)))
-                    .collect(),
-                _ => found,
-            };
-            let input = cel.get(request, namespaces);
-            for param in &found {
+            let input = cel.get(request);
+            let Some(found) = found else {
                 let evaluation = Evaluation {
                     input,
-                    param: param.as_deref(),
+                    param: None,
+                    variables: &self.variables,
+                };
+                visit(bound, Ok(evaluation));
+                continue;
+            };
+            for param in found {
+                let param = match &self.param_kind {
+                    Some(kind) if params.fill_type_meta => with_type_meta(param, kind),
+                    _ => param,
+                };
+                let evaluation = Evaluation {
+                    input,
+                    param: Some(&param),
                     variables: &self.variables,
                 };
                 visit(bound, Ok(evaluation));
