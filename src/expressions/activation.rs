@@ -1,6 +1,7 @@
 //! What a program evaluates against: the request's values and the lazily evaluated
 //! `variables`.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -60,8 +61,9 @@ pub trait Authorizer: Send + Sync {
 }
 
 thread_local! {
-    /// The composition variables being evaluated on this thread, by activation address.
-    static EVALUATING: std::cell::RefCell<Vec<(usize, String)>> = const {
+    /// The composition variables being evaluated on this thread, by activation address and
+    /// position among the activation's variables.
+    static EVALUATING: std::cell::RefCell<Vec<(usize, usize)>> = const {
         std::cell::RefCell::new(Vec::new())
     };
 }
@@ -171,7 +173,7 @@ impl<'a> Binding<'a> {
 }
 
 struct LazyVariable<'a> {
-    name: String,
+    name: Cow<'a, str>,
     value: OnceLock<Result<Box<dyn Val + 'a>, CelEvalError>>,
 }
 
@@ -298,7 +300,7 @@ impl<'a> Activation<'a> {
     /// `evaluator` (which typically runs another [`super::CelProgram`] against this same
     /// activation). Variables may reference earlier ones; a cycle is the caller's to reject.
     #[must_use]
-    pub fn variables<S: Into<String>>(
+    pub fn variables<S: Into<Cow<'a, str>>>(
         mut self,
         names: impl IntoIterator<Item = S>,
         evaluator: impl Fn(&str, &Activation<'a>) -> Result<Value, CelEvalError> + Send + Sync + 'a,
@@ -349,16 +351,17 @@ impl<'a> Activation<'a> {
     /// The value of composition variable `name`, evaluated now if not yet. A variable that
     /// references itself, directly or through others, is an error rather than a deadlock.
     pub fn variable(&self, name: &str) -> Option<Result<&(dyn Val + 'a), CelEvalError>> {
-        let slot = self.lazy.iter().find(|v| v.name == name)?;
+        let index = self.lazy.iter().position(|v| v.name == name)?;
+        let slot = &self.lazy[index];
         if let Some(result) = slot.value.get() {
             return Some(result.as_ref().map(|b| &**b).map_err(Clone::clone));
         }
-        let key = (std::ptr::from_ref(self).addr(), name.to_owned());
+        let key = (std::ptr::from_ref(self).addr(), index);
         let cycle = EVALUATING.with(|stack| {
             let mut stack = stack.borrow_mut();
             let cycle = stack.contains(&key);
             if !cycle {
-                stack.push(key.clone());
+                stack.push(key);
             }
             cycle
         });
@@ -398,9 +401,9 @@ impl<'a> Activation<'a> {
                 .iter()
                 .rev()
                 .find(|(a, _)| *a == address)
-                .map(|(_, name)| name.clone())
+                .map(|(_, index)| *index)
         });
-        match innermost.and_then(|name| self.lazy.iter().position(|v| v.name == name)) {
+        match innermost {
             Some(index) => &self.lazy[..index],
             None => &self.lazy,
         }
