@@ -21,7 +21,8 @@ pub struct CelInput<'r> {
     request: RequestJson<'r>,
     namespace_object: NamespaceObjectJson<'r>,
     old_object: Option<&'r Value>,
-    authorizer: Option<(Arc<dyn Authorizer>, AuthorizationCheck)>,
+    /// Boxed: few policies use `authorizer`, and the input is moved into its cell.
+    authorizer: Option<Box<(Arc<dyn Authorizer>, AuthorizationCheck)>>,
 }
 
 impl<'r> CelInput<'r> {
@@ -62,10 +63,10 @@ impl<'r> CelInput<'r> {
         reviewer: Option<&Arc<dyn AccessReviewer>>,
         deadline: Option<Instant>,
     ) -> Self {
-        self.authorizer = Some((
+        self.authorizer = Some(Box::new((
             authorization::request_authorizer(reviewer, request, deadline),
             authorization::request_resource(request),
-        ));
+        )));
         self
     }
 
@@ -73,7 +74,7 @@ impl<'r> CelInput<'r> {
     /// far); params and variables are added by the caller.
     pub fn activation<'a>(&'a self, object: Option<&'a Value>) -> Activation<'a> {
         let mut activation = self.activation_without_authorizer(object);
-        if let Some((authorizer, request_resource)) = &self.authorizer {
+        if let Some((authorizer, request_resource)) = self.authorizer.as_deref() {
             activation = activation.authorizer(authorizer.clone(), Some(request_resource.clone()));
         }
         activation
