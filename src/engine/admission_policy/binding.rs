@@ -2,6 +2,7 @@
 //! binding, its parameter objects.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::Value as Json;
 
@@ -146,10 +147,11 @@ impl<'a> Evaluation<'a, '_> {
 impl PolicyCore {
     /// The binding dispatch both policy kinds share. When the policy's matchConstraints match
     /// `request`, each binding whose matchResources match is visited once per parameter object
-    /// its paramRef finds, or once with the error when they cannot be found. Returns whether
-    /// the policy matched, or, for a matching policy whose paramKind the cluster does not
-    /// serve, the policy's configuration error (no binding is visited). The CEL input is built
-    /// on the first visit and kept for the request.
+    /// its paramRef finds, or once with the error when they cannot be found. Returns when the
+    /// policy matched (`None`: it did not; a policy that does not match reads no clock), or,
+    /// for a matching policy whose paramKind the cluster does not serve, the policy's
+    /// configuration error (no binding is visited). The CEL input is built on the first visit
+    /// and kept for the request.
     pub(super) fn dispatch<'a, 'r, B: Bound>(
         &'a self,
         bindings: &'a [B],
@@ -158,10 +160,11 @@ impl PolicyCore {
         namespaces: &dyn NamespaceLookup,
         cel: &'a CelInputCell<'r>,
         mut visit: impl FnMut(&'a B, Result<Evaluation<'_, 'r>, String>),
-    ) -> Result<bool, String> {
+    ) -> Result<Option<Instant>, String> {
         if bindings.is_empty() || !self.constraints.matches(request, namespaces) {
-            return Ok(false);
+            return Ok(None);
         }
+        let started = Instant::now();
         if let (Some(kind), Some(cluster)) = (&self.param_kind, params.cluster)
             && let Some(error) = cluster.kind_error(kind)
         {
@@ -202,6 +205,6 @@ impl PolicyCore {
                 visit(bound, Ok(evaluation));
             }
         }
-        Ok(true)
+        Ok(Some(started))
     }
 }

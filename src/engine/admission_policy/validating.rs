@@ -3,7 +3,7 @@
 //! (`k8s.io/apiserver/pkg/admission/plugin/policy/validating/{validator,dispatcher}.go`).
 
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -407,7 +407,6 @@ pub fn validate<'r>(
         // Audit annotation values per key, for this policy, across its bindings.
         let mut annotations: BTreeMap<&str, Vec<String>> = BTreeMap::new();
         let object = request.object.as_ref();
-        let started = Instant::now();
         let matched = policy.core.dispatch(
             &policy.bindings,
             ParamSources {
@@ -487,17 +486,16 @@ pub fn validate<'r>(
                 }
             },
         );
-        let matched = match matched {
-            Ok(matched) => matched,
+        // A policy that could not be configured evaluated nothing: it took no time.
+        let took = match matched {
+            Ok(started) => started.map(|started| started.elapsed()),
             Err(error) => {
                 deny_policy(policy, error, fail, decision);
-                true
+                Some(Duration::ZERO)
             }
         };
-        if matched {
-            decision
-                .timings
-                .push((policy.core.name.clone(), started.elapsed()));
+        if let Some(took) = took {
+            decision.timings.push((policy.core.name.clone(), took));
         }
         for (key, values) in annotations {
             decision.audit_annotations.insert(
