@@ -1,7 +1,7 @@
 //! What CEL rules share, native `cel` rules and admission policies alike: the request as
 //! expressions see it, and the message a failed validation reports.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use serde_json::Value;
@@ -9,39 +9,45 @@ use serde_json::Value;
 use super::NamespaceLookup;
 use crate::admission::AdmissionRequest;
 use crate::authorization::{self, AccessReviewer};
-use crate::expressions::{Activation, AuthorizationCheck, Authorizer, Expression};
+use crate::expressions::{Activation, AuthorizationCheck, Authorizer, Expression, JsonSource};
 
 /// The longest messageExpression result used (`celconfig.MaxEvaluatedMessageExpressionSizeBytes`).
 const MAX_MESSAGE_BYTES: usize = 5 * 1024;
 
 /// The request as CEL sees it: `request`, `namespaceObject`, `oldObject` and `authorizer`,
-/// built once per request when the first CEL rule matches.
+/// set up once per request when the first CEL rule matches (`request` and `namespaceObject`
+/// are built when an expression first reads them).
 pub struct CelInput<'r> {
     request: RequestJson<'r>,
-    namespace_object: Value,
+    namespace_object: NamespaceObjectJson<'r>,
     old_object: Option<&'r Value>,
-    authorizer: Option<(Arc<dyn Authorizer>, AuthorizationCheck)>,
+    /// Boxed: few policies use `authorizer`, and the input is moved into its cell.
+    authorizer: Option<Box<(Arc<dyn Authorizer>, AuthorizationCheck)>>,
 }
 
 impl<'r> CelInput<'r> {
-    /// Builds the input of `request`. `namespaceObject` is the request's namespace from
+    /// The input of `request`. `namespaceObject` is the request's namespace from
     /// `namespaces` ([`NamespaceLookup::namespace_object`]); null for cluster-scoped requests,
     /// and for a Namespace's own request (whose namespace is its name), as the apiserver
     /// unsets it.
-    pub fn new(request: &'r AdmissionRequest, namespaces: &dyn NamespaceLookup) -> Self {
+    pub fn new(request: &'r AdmissionRequest, namespaces: &'r dyn NamespaceLookup) -> Self {
         let kind = &request.kind;
         let is_namespace =
             kind.group.is_empty() && kind.version == "v1" && kind.kind == "Namespace";
-        let namespace_object = match request.namespace.as_deref() {
-            Some(name) if !name.is_empty() && !is_namespace => namespaces.namespace_object(name),
-            _ => Value::Null,
+        let namespace = match request.namespace.as_deref() {
+            Some(name) if !name.is_empty() && !is_namespace => Some(name),
+            _ => None,
         };
         CelInput {
             request: RequestJson {
                 request,
-                json: std::sync::OnceLock::new(),
+                json: OnceLock::new(),
             },
-            namespace_object,
+            namespace_object: NamespaceObjectJson {
+                namespace,
+                namespaces,
+                json: OnceLock::new(),
+            },
             old_object: request.old_object.as_ref(),
             authorizer: None,
         }
@@ -57,10 +63,10 @@ impl<'r> CelInput<'r> {
         reviewer: Option<&Arc<dyn AccessReviewer>>,
         deadline: Option<Instant>,
     ) -> Self {
-        self.authorizer = Some((
+        self.authorizer = Some(Box::new((
             authorization::request_authorizer(reviewer, request, deadline),
             authorization::request_resource(request),
-        ));
+        )));
         self
     }
 
@@ -68,7 +74,7 @@ impl<'r> CelInput<'r> {
     /// far); params and variables are added by the caller.
     pub fn activation<'a>(&'a self, object: Option<&'a Value>) -> Activation<'a> {
         let mut activation = self.activation_without_authorizer(object);
-        if let Some((authorizer, request_resource)) = &self.authorizer {
+        if let Some((authorizer, request_resource)) = self.authorizer.as_deref() {
             activation = activation.authorizer(authorizer.clone(), Some(request_resource.clone()));
         }
         activation
@@ -83,7 +89,7 @@ impl<'r> CelInput<'r> {
     ) -> Activation<'a> {
         let mut activation = Activation::new()
             .request_built(&self.request)
-            .namespace_object(&self.namespace_object);
+            .namespace_object_built(&self.namespace_object);
         if let Some(object) = object {
             activation = activation.object(object);
         }
@@ -98,20 +104,38 @@ impl<'r> CelInput<'r> {
 /// first reads `request` (most never do), once per request.
 struct RequestJson<'r> {
     request: &'r AdmissionRequest,
-    json: std::sync::OnceLock<Value>,
+    json: OnceLock<Value>,
 }
 
-impl crate::expressions::JsonSource for RequestJson<'_> {
+impl JsonSource for RequestJson<'_> {
     fn json(&self) -> &Value {
         self.json.get_or_init(|| self.request.attributes_json())
     }
 }
 
+/// `namespaceObject` as CEL sees it: the namespace's object from the lookup, built when an
+/// expression first reads `namespaceObject` (most never do), once per request; null without
+/// a namespace.
+struct NamespaceObjectJson<'r> {
+    namespace: Option<&'r str>,
+    namespaces: &'r dyn NamespaceLookup,
+    json: OnceLock<Value>,
+}
+
+impl JsonSource for NamespaceObjectJson<'_> {
+    fn json(&self) -> &Value {
+        self.json.get_or_init(|| match self.namespace {
+            Some(name) => self.namespaces.namespace_object(name),
+            None => Value::Null,
+        })
+    }
+}
+
 /// The request's [`CelInput`], built when the first CEL rule of any policy needs it and then
 /// shared by every rule of the request.
-#[derive(Default)]
 pub struct CelInputCell<'r> {
     input: std::cell::OnceCell<CelInput<'r>>,
+    namespaces: &'r dyn NamespaceLookup,
     authorizer: Option<AuthorizerBinding>,
 }
 
@@ -126,23 +150,21 @@ pub struct AuthorizerBinding {
 }
 
 impl<'r> CelInputCell<'r> {
-    /// An empty cell; `authorizer` is bound as `authorizer` says, or left unbound when no
-    /// policy uses it (saving its per-request allocations).
-    pub fn new(authorizer: Option<AuthorizerBinding>) -> Self {
+    /// An empty cell; `namespaceObject` comes from `namespaces`; `authorizer` is bound as
+    /// `authorizer` says, or left unbound when no policy uses it (saving its per-request
+    /// allocations).
+    pub fn new(namespaces: &'r dyn NamespaceLookup, authorizer: Option<AuthorizerBinding>) -> Self {
         CelInputCell {
             input: std::cell::OnceCell::new(),
+            namespaces,
             authorizer,
         }
     }
 
     /// The input of `request`, built on first use.
-    pub fn get(
-        &self,
-        request: &'r AdmissionRequest,
-        namespaces: &dyn NamespaceLookup,
-    ) -> &CelInput<'r> {
+    pub fn get(&self, request: &'r AdmissionRequest) -> &CelInput<'r> {
         self.input.get_or_init(|| {
-            let input = CelInput::new(request, namespaces);
+            let input = CelInput::new(request, self.namespaces);
             match &self.authorizer {
                 Some(binding) => {
                     input.with_authorizer(request, binding.reviewer.as_ref(), binding.deadline)
@@ -243,7 +265,7 @@ mod tests {
             );
         }
         // As in the apiserver, there is no apiVersion or kind.
-        let object = input.namespace_object.as_object().unwrap();
+        let object = input.namespace_object.json().as_object().unwrap();
         assert!(!object.contains_key("kind") && !object.contains_key("apiVersion"));
 
         // A namespace nothing is known about: its name and label, no annotations or phase.
@@ -266,7 +288,11 @@ mod tests {
             request("Namespace", Some("team-a")),
         ] {
             let input = CelInput::new(&request, &namespaces);
-            assert!(input.namespace_object.is_null(), "{:?}", request.kind);
+            assert!(
+                input.namespace_object.json().is_null(),
+                "{:?}",
+                request.kind
+            );
         }
         let configmap = request("ConfigMap", Some("team-a"));
         let input = CelInput::new(&configmap, &NoNamespaces);
@@ -274,5 +300,51 @@ mod tests {
             evaluate(&input, "namespaceObject.metadata.name"),
             Ok(cel::Value::String("team-a".to_owned().into()))
         );
+    }
+
+    /// A lookup that counts the `namespaceObject`s it builds.
+    #[derive(Default)]
+    struct CountingNamespaces {
+        built: std::sync::atomic::AtomicUsize,
+    }
+
+    impl NamespaceLookup for CountingNamespaces {
+        fn labels(&self, _: &str) -> Option<crate::engine::Labels> {
+            None
+        }
+
+        fn namespace_object(&self, name: &str) -> Value {
+            self.built
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            json!({"metadata": {"name": name}})
+        }
+    }
+
+    #[test]
+    fn namespace_object_is_built_only_when_read_and_once_per_request() {
+        let namespaces = CountingNamespaces::default();
+        let built = || namespaces.built.load(std::sync::atomic::Ordering::Relaxed);
+        let configmap = request("ConfigMap", Some("team-a"));
+        let input = CelInput::new(&configmap, &namespaces);
+        assert_eq!(
+            evaluate(&input, "object == null && oldObject == null"),
+            Ok(cel::Value::Bool(true))
+        );
+        assert_eq!(built(), 0);
+        for _ in 0..2 {
+            assert_eq!(
+                evaluate(&input, "namespaceObject.metadata.name"),
+                Ok(cel::Value::String("team-a".to_owned().into()))
+            );
+        }
+        assert_eq!(built(), 1);
+
+        let cluster_role = request("ClusterRole", None);
+        let input = CelInput::new(&cluster_role, &namespaces);
+        assert_eq!(
+            evaluate(&input, "namespaceObject == null"),
+            Ok(cel::Value::Bool(true))
+        );
+        assert_eq!(built(), 1);
     }
 }

@@ -155,14 +155,24 @@ fn check_object_shape(request: &AdmissionRequest, pod_security: bool) -> Result<
     for object in [&request.object, &request.old_object].into_iter().flatten() {
         let field = |name: &str| object.get(name).and_then(serde_json::Value::as_str);
         let kind = &request.kind;
-        let api_version = if kind.group.is_empty() {
-            kind.version.clone()
-        } else {
-            format!("{}/{}", kind.group, kind.version)
+        // `group/version`, or `version` for the core group, compared without building it.
+        let is_api_version = |text: &str| {
+            if kind.group.is_empty() {
+                text == kind.version
+            } else {
+                text.strip_prefix(kind.group.as_str())
+                    .and_then(|rest| rest.strip_prefix('/'))
+                    == Some(kind.version.as_str())
+            }
         };
         if let (Some(object_version), Some(object_kind)) = (field("apiVersion"), field("kind"))
-            && (object_version != api_version || object_kind != kind.kind)
+            && (!is_api_version(object_version) || object_kind != kind.kind)
         {
+            let api_version = if kind.group.is_empty() {
+                kind.version.clone()
+            } else {
+                format!("{}/{}", kind.group, kind.version)
+            };
             return Err(EvalError::KindMismatch {
                 object: format!("{object_version} {object_kind}"),
                 request: format!("{api_version} {}", kind.kind),
@@ -292,12 +302,15 @@ impl Engine {
         context: &EvalContext<'_>,
     ) -> Result<Decision, EvalError> {
         let mut decision = Decision::default();
-        let cel = CelInputCell::new(self.admission_policies.uses_authorizer().then(|| {
-            AuthorizerBinding {
-                reviewer: context.authorizer.cloned(),
-                deadline: context.deadline,
-            }
-        }));
+        let cel = CelInputCell::new(
+            context.namespaces,
+            self.admission_policies
+                .uses_authorizer()
+                .then(|| AuthorizerBinding {
+                    reviewer: context.authorizer.cloned(),
+                    deadline: context.deadline,
+                }),
+        );
         let past_deadline = || context.deadline.is_some_and(|d| Instant::now() >= d);
         check_object_shape(request, !self.pod_security.is_empty())?;
         match context.endpoint {
@@ -375,5 +388,59 @@ impl Engine {
             }
         }
         Ok(decision)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn request(group: &str, version: &str, kind: &str, object_version: &str) -> AdmissionRequest {
+        serde_json::from_value(json!({
+            "uid": "u",
+            "kind": {"group": group, "version": version, "kind": kind},
+            "resource": {"group": group, "version": version, "resource": "things"},
+            "operation": "CREATE",
+            "object": {"apiVersion": object_version, "kind": kind, "metadata": {"name": "x"}},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn an_object_must_be_the_group_version_the_request_names() {
+        for (group, version, object_version, matches) in [
+            ("", "v1", "v1", true),
+            ("", "v1", "v2", false),
+            ("", "v1", "/v1", false),
+            ("apps", "v1", "apps/v1", true),
+            ("apps", "v1", "apps/v2", false),
+            ("apps", "v1", "v1", false),
+            ("apps", "v1", "apps", false),
+            ("apps", "v1", "apps/", false),
+            ("apps", "v1", "appsx/v1", false),
+            ("apps", "v1", "apps/v1/x", false),
+        ] {
+            let request = request(group, version, "Thing", object_version);
+            let result = check_object_shape(&request, false);
+            assert_eq!(
+                result.is_ok(),
+                matches,
+                "{group}/{version} vs {object_version}"
+            );
+            if let Err(error) = result {
+                let expected_request = if group.is_empty() {
+                    format!("{version} Thing")
+                } else {
+                    format!("{group}/{version} Thing")
+                };
+                assert!(
+                    matches!(&error, EvalError::KindMismatch { object, request }
+                        if *object == format!("{object_version} Thing") && *request == expected_request),
+                    "{error:?}"
+                );
+            }
+        }
     }
 }

@@ -198,7 +198,7 @@ impl CompiledPolicy {
             match &rule.rule {
                 NativeValidation::Family(family) => family.check(&view, &mut findings),
                 NativeValidation::Cel(check) => {
-                    let input = cel.get(request, namespaces);
+                    let input = cel.get(request);
                     if let Some(message) = check.check(input, object, rule.message.as_deref()) {
                         findings.push((String::new(), message));
                     }
@@ -271,7 +271,7 @@ impl CompiledPolicy {
                     rule.apply(&base, editor);
                 }
                 NativeDefault::Cel(rule) => {
-                    let input = cel.get(request, namespaces);
+                    let input = cel.get(request);
                     if let Err(error) = rule.apply(input, editor, pod_update) {
                         // Defaults never deny; a failing one is skipped and logged.
                         tracing::warn!(policy = %self.name, %error, "CEL default failed");

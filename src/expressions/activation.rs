@@ -1,6 +1,7 @@
 //! What a program evaluates against: the request's values and the lazily evaluated
 //! `variables`.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -60,8 +61,9 @@ pub trait Authorizer: Send + Sync {
 }
 
 thread_local! {
-    /// The composition variables being evaluated on this thread, by activation address.
-    static EVALUATING: std::cell::RefCell<Vec<(usize, String)>> = const {
+    /// The composition variables being evaluated on this thread, by activation address and
+    /// position among the activation's variables.
+    static EVALUATING: std::cell::RefCell<Vec<(usize, usize)>> = const {
         std::cell::RefCell::new(Vec::new())
     };
 }
@@ -75,6 +77,31 @@ pub(super) const SLOTS: [&str; 5] = [
     "params",
     "namespaceObject",
 ];
+
+/// The position of `name` in [`SLOTS`], checked when compiling.
+const fn slot_index(name: &str) -> usize {
+    let mut index = 0;
+    while index < SLOTS.len() {
+        let (slot, name) = (SLOTS[index].as_bytes(), name.as_bytes());
+        if slot.len() == name.len() {
+            let mut at = 0;
+            while at < slot.len() && slot[at] == name[at] {
+                at += 1;
+            }
+            if at == slot.len() {
+                return index;
+            }
+        }
+        index += 1;
+    }
+    panic!("not an admission slot")
+}
+
+const OBJECT_SLOT: usize = slot_index("object");
+const OLD_OBJECT_SLOT: usize = slot_index("oldObject");
+const REQUEST_SLOT: usize = slot_index("request");
+const PARAMS_SLOT: usize = slot_index("params");
+const NAMESPACE_OBJECT_SLOT: usize = slot_index("namespaceObject");
 
 /// JSON built only when an expression first reads it (the request's attributes, which most
 /// expressions never read).
@@ -146,7 +173,7 @@ impl<'a> Binding<'a> {
 }
 
 struct LazyVariable<'a> {
-    name: String,
+    name: Cow<'a, str>,
     value: OnceLock<Result<Box<dyn Val + 'a>, CelEvalError>>,
 }
 
@@ -180,6 +207,7 @@ impl std::fmt::Debug for Activation<'_> {
 
 impl<'a> Activation<'a> {
     /// An activation where every variable is `null`.
+    #[inline]
     pub fn new() -> Self {
         Activation {
             slots: Default::default(),
@@ -194,38 +222,49 @@ impl<'a> Activation<'a> {
 
     /// Binds `object`, borrowing the JSON (converted once, strings not copied).
     #[must_use]
+    #[inline]
     pub fn object(self, json: &'a serde_json::Value) -> Self {
-        self.json("object", json)
+        self.bind_slot(OBJECT_SLOT, Binding::json(json))
     }
 
     /// Binds `oldObject`.
     #[must_use]
+    #[inline]
     pub fn old_object(self, json: &'a serde_json::Value) -> Self {
-        self.json("oldObject", json)
+        self.bind_slot(OLD_OBJECT_SLOT, Binding::json(json))
     }
 
     /// Binds `request` (the AdmissionRequest as JSON).
     #[must_use]
     pub fn request(self, json: &'a serde_json::Value) -> Self {
-        self.json("request", json)
+        self.bind_slot(REQUEST_SLOT, Binding::json(json))
     }
 
     /// Binds `request` to JSON built when an expression first reads it.
     #[must_use]
+    #[inline]
     pub fn request_built(self, source: &'a dyn JsonSource) -> Self {
-        self.bind("request", Binding::built(source))
+        self.bind_slot(REQUEST_SLOT, Binding::built(source))
     }
 
     /// Binds `params`.
     #[must_use]
+    #[inline]
     pub fn params(self, json: &'a serde_json::Value) -> Self {
-        self.json("params", json)
+        self.bind_slot(PARAMS_SLOT, Binding::json(json))
     }
 
     /// Binds `namespaceObject`.
     #[must_use]
     pub fn namespace_object(self, json: &'a serde_json::Value) -> Self {
-        self.json("namespaceObject", json)
+        self.bind_slot(NAMESPACE_OBJECT_SLOT, Binding::json(json))
+    }
+
+    /// Binds `namespaceObject` to JSON built when an expression first reads it.
+    #[must_use]
+    #[inline]
+    pub fn namespace_object_built(self, source: &'a dyn JsonSource) -> Self {
+        self.bind_slot(NAMESPACE_OBJECT_SLOT, Binding::built(source))
     }
 
     /// Binds any variable to JSON (converted once, on first reference, borrowed).
@@ -251,11 +290,17 @@ impl<'a> Activation<'a> {
         self
     }
 
+    #[inline]
+    fn bind_slot(mut self, index: usize, binding: Binding<'a>) -> Self {
+        self.slots[index] = Some(binding);
+        self
+    }
+
     /// Declares the composition variables `names`, evaluated on first reference by
     /// `evaluator` (which typically runs another [`super::CelProgram`] against this same
     /// activation). Variables may reference earlier ones; a cycle is the caller's to reject.
     #[must_use]
-    pub fn variables<S: Into<String>>(
+    pub fn variables<S: Into<Cow<'a, str>>>(
         mut self,
         names: impl IntoIterator<Item = S>,
         evaluator: impl Fn(&str, &Activation<'a>) -> Result<Value, CelEvalError> + Send + Sync + 'a,
@@ -306,16 +351,17 @@ impl<'a> Activation<'a> {
     /// The value of composition variable `name`, evaluated now if not yet. A variable that
     /// references itself, directly or through others, is an error rather than a deadlock.
     pub fn variable(&self, name: &str) -> Option<Result<&(dyn Val + 'a), CelEvalError>> {
-        let slot = self.lazy.iter().find(|v| v.name == name)?;
+        let index = self.lazy.iter().position(|v| v.name == name)?;
+        let slot = &self.lazy[index];
         if let Some(result) = slot.value.get() {
             return Some(result.as_ref().map(|b| &**b).map_err(Clone::clone));
         }
-        let key = (std::ptr::from_ref(self).addr(), name.to_owned());
+        let key = (std::ptr::from_ref(self).addr(), index);
         let cycle = EVALUATING.with(|stack| {
             let mut stack = stack.borrow_mut();
             let cycle = stack.contains(&key);
             if !cycle {
-                stack.push(key.clone());
+                stack.push(key);
             }
             cycle
         });
@@ -355,9 +401,9 @@ impl<'a> Activation<'a> {
                 .iter()
                 .rev()
                 .find(|(a, _)| *a == address)
-                .map(|(_, name)| name.clone())
+                .map(|(_, index)| *index)
         });
-        match innermost.and_then(|name| self.lazy.iter().position(|v| v.name == name)) {
+        match innermost {
             Some(index) => &self.lazy[..index],
             None => &self.lazy,
         }

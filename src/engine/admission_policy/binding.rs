@@ -2,6 +2,7 @@
 //! binding, its parameter objects.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::Value as Json;
 
@@ -50,21 +51,22 @@ impl BindingCore {
             .is_none_or(|matcher| matcher.matches(request, namespaces))
     }
 
-    /// The parameter objects to evaluate with: `[None]` without `paramKind` or `paramRef`, otherwise the
-    /// objects `paramRef` finds (in the cluster when there is one, else in the policy
-    /// folders); an error is a configuration error of the binding.
+    /// The parameter objects to evaluate with: `None` without `paramKind` or `paramRef` (one
+    /// evaluation, with `params` null), otherwise the objects `paramRef` finds (in the
+    /// cluster when there is one, else in the policy folders); an error is a configuration
+    /// error of the binding.
     pub(super) fn params(
         &self,
         policy: &PolicyCore,
         sources: ParamSources<'_>,
         request: &AdmissionRequest,
-    ) -> Result<Vec<Option<Arc<Json>>>, String> {
+    ) -> Result<Option<Vec<Arc<Json>>>, String> {
         let Some(kind) = &policy.param_kind else {
-            return Ok(vec![None]);
+            return Ok(None);
         };
         // As the apiserver: a binding without paramRef evaluates once with `params` null.
         let Some(param_ref) = &self.param_ref else {
-            return Ok(vec![None]);
+            return Ok(None);
         };
         let found = match sources.cluster {
             Some(cluster) => cluster.find(kind, param_ref, request.namespace.as_deref())?,
@@ -77,7 +79,7 @@ impl BindingCore {
                 "no params found for policy binding with `Deny` parameterNotFoundAction".into(),
             );
         }
-        Ok(found.into_iter().map(Some).collect())
+        Ok(Some(found))
     }
 }
 
@@ -145,10 +147,11 @@ impl<'a> Evaluation<'a, '_> {
 impl PolicyCore {
     /// The binding dispatch both policy kinds share. When the policy's matchConstraints match
     /// `request`, each binding whose matchResources match is visited once per parameter object
-    /// its paramRef finds, or once with the error when they cannot be found. Returns whether
-    /// the policy matched, or, for a matching policy whose paramKind the cluster does not
-    /// serve, the policy's configuration error (no binding is visited). The CEL input is built
-    /// on the first visit and kept for the request.
+    /// its paramRef finds, or once with the error when they cannot be found. Returns when the
+    /// policy matched (`None`: it did not; a policy that does not match reads no clock), or,
+    /// for a matching policy whose paramKind the cluster does not serve, the policy's
+    /// configuration error (no binding is visited). The CEL input is built on the first visit
+    /// and kept for the request.
     pub(super) fn dispatch<'a, 'r, B: Bound>(
         &'a self,
         bindings: &'a [B],
@@ -157,10 +160,11 @@ impl PolicyCore {
         namespaces: &dyn NamespaceLookup,
         cel: &'a CelInputCell<'r>,
         mut visit: impl FnMut(&'a B, Result<Evaluation<'_, 'r>, String>),
-    ) -> Result<bool, String> {
+    ) -> Result<Option<Instant>, String> {
         if bindings.is_empty() || !self.constraints.matches(request, namespaces) {
-            return Ok(false);
+            return Ok(None);
         }
+        let started = Instant::now();
         if let (Some(kind), Some(cluster)) = (&self.param_kind, params.cluster)
             && let Some(error) = cluster.kind_error(kind)
         {
@@ -178,23 +182,29 @@ impl PolicyCore {
                     continue;
                 }
             };
-            let found: Vec<Option<Arc<Json>>> = match &self.param_kind {
-                Some(kind) if params.fill_type_meta => found
-                    .into_iter()
-                    .map(|param| param.map(|param| with_type_meta(param, kind)))
-                    .collect(),
-                _ => found,
-            };
-            let input = cel.get(request, namespaces);
-            for param in &found {
+            let input = cel.get(request);
+            let Some(found) = found else {
                 let evaluation = Evaluation {
                     input,
-                    param: param.as_deref(),
+                    param: None,
+                    variables: &self.variables,
+                };
+                visit(bound, Ok(evaluation));
+                continue;
+            };
+            for param in found {
+                let param = match &self.param_kind {
+                    Some(kind) if params.fill_type_meta => with_type_meta(param, kind),
+                    _ => param,
+                };
+                let evaluation = Evaluation {
+                    input,
+                    param: Some(&param),
                     variables: &self.variables,
                 };
                 visit(bound, Ok(evaluation));
             }
         }
-        Ok(true)
+        Ok(Some(started))
     }
 }

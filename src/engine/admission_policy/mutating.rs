@@ -3,6 +3,7 @@
 //! (`k8s.io/apiserver/pkg/admission/plugin/policy/mutating/dispatcher.go`).
 
 use std::borrow::Cow;
+use std::time::Duration;
 
 use serde_json::Value as Json;
 
@@ -276,7 +277,6 @@ fn run_policy<'r>(
     let mut changed = false;
     let schema = set.schema(&request.kind);
     let mut outcomes = Vec::new();
-    let started = std::time::Instant::now();
     let matched = policy.core.dispatch(
         &policy.bindings,
         ParamSources {
@@ -360,8 +360,9 @@ fn run_policy<'r>(
         },
     );
     decision.outcomes.append(&mut outcomes);
-    let matched = match matched {
-        Ok(matched) => matched,
+    // A policy that could not be configured evaluated nothing: it took no time.
+    let took = match matched {
+        Ok(started) => started.map(|started| started.elapsed()),
         Err(error) => {
             // A policy that cannot be configured: the apiserver's generic policy error.
             decision.outcomes.push(PolicyOutcome {
@@ -380,15 +381,12 @@ fn run_policy<'r>(
                     admission_policy: true,
                 });
             }
-            true
+            Some(Duration::ZERO)
         }
     };
-    if matched {
-        decision
-            .timings
-            .push((policy.core.name.clone(), started.elapsed()));
-    }
-    matched.then_some(changed)
+    let took = took?;
+    decision.timings.push((policy.core.name.clone(), took));
+    Some(changed)
 }
 
 /// Runs every bound MutatingAdmissionPolicy, in document order, on `object`. When any of them

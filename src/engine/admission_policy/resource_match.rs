@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::admission::{AdmissionRequest, GroupVersionResource, Operation};
-use crate::engine::matching::SelectorMatcher;
+use crate::engine::matching::{SelectorMatcher, same_text};
 use crate::engine::namespaces::namespace_label;
 use crate::engine::{NamespaceLookup, ResourceRule};
 use crate::policy::admission_policy::{MatchPolicy, MatchResources, NamedRule};
@@ -15,46 +15,160 @@ use crate::policy::admission_policy::{MatchPolicy, MatchResources, NamedRule};
 pub struct ResourceMatcher {
     namespace_selector: Option<SelectorMatcher>,
     object_selector: Option<SelectorMatcher>,
+    /// `resourceRules` as written, for the webhook rules.
     rules: Vec<NamedRule>,
-    exclude: Vec<NamedRule>,
+    include: Vec<RuleMatcher>,
+    exclude: Vec<RuleMatcher>,
     match_policy: MatchPolicy,
 }
 
-fn contains_or_star(list: &[String], value: &str) -> bool {
-    list.iter().any(|item| item == "*" || item == value)
+/// A list of names where `*` stands for any name.
+#[derive(Debug, Clone)]
+struct Names {
+    any: bool,
+    names: Vec<String>,
 }
 
-fn rule_matches(
-    rule: &NamedRule,
-    request: &AdmissionRequest,
-    resource: &GroupVersionResource,
-    sub_resource: &str,
-) -> bool {
-    let namespaced = request.namespace.as_deref().is_some_and(|n| !n.is_empty());
-    let scope = match rule.scope.as_deref() {
-        None | Some("*") => true,
-        Some("Cluster") => !namespaced,
-        Some("Namespaced") => namespaced,
-        Some(_) => false,
-    };
-    let operation = rule
-        .operations
-        .iter()
-        .any(|op| op == "*" || op == request.operation.as_str());
-    let resource_match = rule.resources.iter().any(|entry| {
-        let (res, sub) = entry.split_once('/').unwrap_or((entry, ""));
-        (res == "*" || res == resource.resource) && (sub == "*" || sub == sub_resource)
-    });
-    scope
-        && operation
-        && contains_or_star(&rule.api_groups, &resource.group)
-        && contains_or_star(&rule.api_versions, &resource.version)
-        && resource_match
-        && (rule.resource_names.is_empty()
-            || request
-                .name
-                .as_deref()
-                .is_some_and(|name| rule.resource_names.iter().any(|n| n == name)))
+impl Names {
+    fn new(list: &[String]) -> Self {
+        Names {
+            any: list.iter().any(|item| item == "*"),
+            names: list.to_vec(),
+        }
+    }
+
+    fn contains(&self, value: &str) -> bool {
+        self.any || self.names.iter().any(|name| same_text(name, value))
+    }
+}
+
+/// A name, or `*` for any.
+#[derive(Debug, Clone)]
+enum Pattern {
+    Any,
+    Exactly(String),
+}
+
+impl Pattern {
+    fn new(text: &str) -> Self {
+        match text {
+            "*" => Pattern::Any,
+            name => Pattern::Exactly(name.to_owned()),
+        }
+    }
+
+    fn matches(&self, value: &str) -> bool {
+        match self {
+            Pattern::Any => true,
+            Pattern::Exactly(name) => same_text(name, value),
+        }
+    }
+}
+
+/// Which requests a rule's `scope` admits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RuleScope {
+    Any,
+    Cluster,
+    Namespaced,
+    /// A scope the API does not know matches nothing.
+    Nothing,
+}
+
+/// One `resourceRules` (or `excludeResourceRules`) item, compiled.
+#[derive(Debug, Clone)]
+struct RuleMatcher {
+    scope: RuleScope,
+    /// The operations matched, as bits by [`operation_bit`].
+    operations: u8,
+    api_groups: Names,
+    api_versions: Names,
+    /// `resources` entries as resource and subresource: `pods` is (`pods`, ``), `*/scale` is
+    /// (any, `scale`).
+    resources: Vec<(Pattern, Pattern)>,
+    resource_names: Vec<String>,
+}
+
+const OPERATIONS: [Operation; 4] = [
+    Operation::Create,
+    Operation::Update,
+    Operation::Delete,
+    Operation::Connect,
+];
+
+fn operation_bit(operation: Operation) -> u8 {
+    match operation {
+        Operation::Create => 1,
+        Operation::Update => 2,
+        Operation::Delete => 4,
+        Operation::Connect => 8,
+    }
+}
+
+impl RuleMatcher {
+    fn new(rule: &NamedRule) -> Self {
+        let scope = match rule.scope.as_deref() {
+            None | Some("*") => RuleScope::Any,
+            Some("Cluster") => RuleScope::Cluster,
+            Some("Namespaced") => RuleScope::Namespaced,
+            Some(_) => RuleScope::Nothing,
+        };
+        let operations = OPERATIONS
+            .into_iter()
+            .filter(|candidate| {
+                rule.operations
+                    .iter()
+                    .any(|op| op == "*" || op == candidate.as_str())
+            })
+            .fold(0, |bits, operation| bits | operation_bit(operation));
+        let resources = rule
+            .resources
+            .iter()
+            .map(|entry| {
+                let (resource, sub_resource) = entry.split_once('/').unwrap_or((entry, ""));
+                (Pattern::new(resource), Pattern::new(sub_resource))
+            })
+            .collect();
+        RuleMatcher {
+            scope,
+            operations,
+            api_groups: Names::new(&rule.api_groups),
+            api_versions: Names::new(&rule.api_versions),
+            resources,
+            resource_names: rule.resource_names.clone(),
+        }
+    }
+
+    fn matches(
+        &self,
+        request: &AdmissionRequest,
+        resource: &GroupVersionResource,
+        sub_resource: &str,
+    ) -> bool {
+        let scope = match self.scope {
+            RuleScope::Any => true,
+            RuleScope::Cluster => !is_namespaced(request),
+            RuleScope::Namespaced => is_namespaced(request),
+            RuleScope::Nothing => false,
+        };
+        scope
+            && self.operations & operation_bit(request.operation) != 0
+            && self.api_groups.contains(&resource.group)
+            && self.api_versions.contains(&resource.version)
+            && self
+                .resources
+                .iter()
+                .any(|(res, sub)| res.matches(&resource.resource) && sub.matches(sub_resource))
+            && (self.resource_names.is_empty()
+                || request
+                    .name
+                    .as_deref()
+                    .is_some_and(|name| self.resource_names.iter().any(|n| n == name)))
+    }
+}
+
+fn is_namespaced(request: &AdmissionRequest) -> bool {
+    request.namespace.as_deref().is_some_and(|n| !n.is_empty())
 }
 
 fn object_labels(object: Option<&Value>) -> Option<&serde_json::Map<String, Value>> {
@@ -68,12 +182,17 @@ impl ResourceMatcher {
             namespace_selector: spec.namespace_selector.as_ref().map(SelectorMatcher::new),
             object_selector: spec.object_selector.as_ref().map(SelectorMatcher::new),
             rules: spec.resource_rules.clone(),
-            exclude: spec.exclude_resource_rules.clone(),
+            include: spec.resource_rules.iter().map(RuleMatcher::new).collect(),
+            exclude: spec
+                .exclude_resource_rules
+                .iter()
+                .map(RuleMatcher::new)
+                .collect(),
             match_policy: spec.match_policy.unwrap_or_default(),
         }
     }
 
-    fn any_rule(&self, rules: &[NamedRule], request: &AdmissionRequest) -> bool {
+    fn any_rule(&self, rules: &[RuleMatcher], request: &AdmissionRequest) -> bool {
         let sub = request.sub_resource.as_deref().unwrap_or("");
         // The resource as requested; with `Equivalent`, also the resource the apiserver sent
         // (converted to a version a webhook rule registered).
@@ -87,9 +206,9 @@ impl ResourceMatcher {
             .or(request.sub_resource.as_deref())
             .unwrap_or("");
         rules.iter().any(|rule| {
-            rule_matches(rule, request, requested, requested_sub)
+            rule.matches(request, requested, requested_sub)
                 || (self.match_policy == MatchPolicy::Equivalent
-                    && rule_matches(rule, request, &request.resource, sub))
+                    && rule.matches(request, &request.resource, sub))
         })
     }
 
@@ -137,14 +256,14 @@ impl ResourceMatcher {
         self.namespace_matches(request, namespaces)
             && self.object_matches(request)
             && !self.any_rule(&self.exclude, request)
-            && (self.rules.is_empty() || self.any_rule(&self.rules, request))
+            && (self.include.is_empty() || self.any_rule(&self.include, request))
     }
 
     /// Whether the request's resource and operation are matched, whatever the namespace and
     /// object selectors say: true for every request [`ResourceMatcher::matches`] matches.
     pub fn matches_resource(&self, request: &AdmissionRequest) -> bool {
         !self.any_rule(&self.exclude, request)
-            && (self.rules.is_empty() || self.any_rule(&self.rules, request))
+            && (self.include.is_empty() || self.any_rule(&self.include, request))
     }
 
     /// The webhook rules that reach every request this matcher can match.
@@ -154,14 +273,8 @@ impl ResourceMatcher {
             .map(|rule| {
                 let mut operations: Vec<Operation> = Vec::new();
                 for op in &rule.operations {
-                    let all = [
-                        Operation::Create,
-                        Operation::Update,
-                        Operation::Delete,
-                        Operation::Connect,
-                    ];
-                    for candidate in all {
-                        if op == "*" || *op == candidate.to_string() {
+                    for candidate in OPERATIONS {
+                        if op == "*" || op == candidate.as_str() {
                             operations.push(candidate);
                         }
                     }

@@ -35,15 +35,18 @@ impl<'a> Scope<'a> {
             activation = activation.params(params);
         }
         if !variables.names.is_empty() {
-            activation = activation.variables(variables.names.clone(), move |name, activation| {
-                let index = variables.names.iter().position(|n| n == name);
-                let Some(expression) = index.map(|i| &variables.expressions[i]) else {
-                    return Err(CelEvalError::Runtime(format!("no such variable: {name}")));
-                };
-                expression
-                    .evaluate(activation)
-                    .map_err(CelEvalError::Runtime)
-            });
+            activation = activation.variables(
+                variables.names.iter().map(String::as_str),
+                move |name, activation| {
+                    let index = variables.names.iter().position(|n| n == name);
+                    let Some(expression) = index.map(|i| &variables.expressions[i]) else {
+                        return Err(CelEvalError::Runtime(format!("no such variable: {name}")));
+                    };
+                    expression
+                        .evaluate(activation)
+                        .map_err(CelEvalError::Runtime)
+                },
+            );
         }
         Scope { activation }
     }

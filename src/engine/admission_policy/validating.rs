@@ -3,7 +3,7 @@
 //! (`k8s.io/apiserver/pkg/admission/plugin/policy/validating/{validator,dispatcher}.go`).
 
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -214,8 +214,10 @@ fn run_validations<'s, 'a: 's>(
     fail: bool,
 ) -> Validated {
     let mut budget = CostBudget::new(POLICY_COST_BUDGET);
-    let mut results = Vec::with_capacity(policy.validations.len());
-    for validation in &policy.validations {
+    // The results other than true, by validation index (none, and nothing allocated, when
+    // every validation holds).
+    let mut exceptions: Vec<(usize, Result<bool, String>)> = Vec::new();
+    for (index, validation) in policy.validations.iter().enumerate() {
         let (result, cost) = validation
             .expression
             .evaluate_bool_with_cost(&scope.activation);
@@ -226,53 +228,86 @@ fn run_validations<'s, 'a: 's>(
                 stopped: true,
             };
         }
-        results.push(result);
+        if result != Ok(true) {
+            exceptions.push((index, result));
+        }
     }
-    let mut messages = message_values(policy, message_scope, &results, budget);
     let mut validated = Validated {
         failures: Vec::new(),
         errored: false,
         stopped: false,
     };
-    for (index, (validation, result)) in policy.validations.iter().zip(results).enumerate() {
-        let failure = match (result, &mut messages) {
-            (Err(error), _) => Failure::error(error, index, fail),
-            (Ok(_), Err(out_of_budget)) => Failure::error(
-                format!("failed messageExpression: {out_of_budget}"),
-                index,
-                fail,
-            ),
-            (Ok(true), Ok(_)) => continue,
-            (Ok(false), Ok(messages)) => {
+    let mut messages = match message_values(policy, message_scope, &exceptions, budget) {
+        Ok(messages) => messages,
+        Err(out_of_budget) => {
+            // Every validation that evaluated, true or false, fails with the overrun.
+            let mut exceptions = exceptions.into_iter().peekable();
+            for index in 0..policy.validations.len() {
+                let failure = match exceptions.next_if(|(at, _)| *at == index) {
+                    Some((_, Err(error))) => Failure::error(error, index, fail),
+                    _ => Failure::error(
+                        format!("failed messageExpression: {out_of_budget}"),
+                        index,
+                        fail,
+                    ),
+                };
+                validated.errored = true;
+                validated.failures.extend(failure);
+            }
+            return validated;
+        }
+    };
+    for (index, result) in exceptions {
+        match result {
+            Ok(_) => {
+                let validation = &policy.validations[index];
                 validated.failures.push(Failure {
                     message: failure_message_from(
                         &validation.expression,
-                        messages[index].take(),
+                        messages.take(index),
                         validation.message.as_deref(),
                     ),
                     reason: validation.reason.clone(),
                     index,
                 });
-                continue;
             }
-        };
-        validated.errored = true;
-        validated.failures.extend(failure);
+            Err(error) => {
+                validated.errored = true;
+                validated
+                    .failures
+                    .extend(Failure::error(error, index, fail));
+            }
+        }
     }
     validated
 }
 
-/// The values of the validations' `messageExpression`s, by validation (`None` without one, or
-/// when it failed), charged to what the validations left of the budget; `Err` on an overrun.
-/// The apiserver evaluates every one, whatever its validation gave; only the failed
-/// validations' messages are read, so the others run only when the budget left could be
-/// overrun: below two per-call limits for each messageExpression and variable.
+/// The values of the failed validations' `messageExpression`s, by validation index (`None`
+/// without one, or when it failed).
+#[derive(Default)]
+struct MessageValues(Vec<(usize, Option<cel::Value>)>);
+
+impl MessageValues {
+    fn take(&mut self, index: usize) -> Option<cel::Value> {
+        self.0
+            .iter_mut()
+            .find(|(at, _)| *at == index)
+            .and_then(|(_, value)| value.take())
+    }
+}
+
+/// The values of the validations' `messageExpression`s where the validation was false
+/// (`exceptions`: the results other than true, by index), charged to what the validations
+/// left of the budget; `Err` on an overrun. The apiserver evaluates every one, whatever its
+/// validation gave; only the failed validations' messages are read, so the others run only
+/// when the budget left could be overrun: below two per-call limits for each
+/// messageExpression and variable.
 fn message_values<'s, 'a: 's>(
     policy: &ValidatingPolicy,
     scope: &dyn Fn() -> &'s Scope<'a>,
-    results: &[Result<bool, String>],
+    exceptions: &[(usize, Result<bool, String>)],
     mut budget: CostBudget,
-) -> Result<Vec<Option<cel::Value>>, &'static str> {
+) -> Result<MessageValues, &'static str> {
     let with_message = policy
         .validations
         .iter()
@@ -280,17 +315,22 @@ fn message_values<'s, 'a: 's>(
         .count();
     let calls = (with_message + policy.core.variables.names.len()) as u64;
     let every_one = budget.remaining() < calls.saturating_mul(2 * PER_CALL_COST_LIMIT);
-    let mut values = Vec::with_capacity(results.len());
-    for (validation, result) in policy.validations.iter().zip(results) {
-        let value = match &validation.message_expression {
-            Some(expression) if every_one || matches!(result, Ok(false)) => {
+    let mut values = MessageValues::default();
+    let mut exceptions = exceptions.iter().peekable();
+    for (index, validation) in policy.validations.iter().enumerate() {
+        let failed = exceptions
+            .next_if(|(at, _)| *at == index)
+            .is_some_and(|(_, result)| *result == Ok(false));
+        match &validation.message_expression {
+            Some(expression) if every_one || failed => {
                 let (value, cost) = scope().evaluate_with_cost(expression);
                 budget.spend(cost)?;
-                value.ok()
+                if failed {
+                    values.0.push((index, value.ok()));
+                }
             }
-            _ => None,
-        };
-        values.push(value);
+            _ => {}
+        }
     }
     Ok(values)
 }
@@ -367,7 +407,6 @@ pub fn validate<'r>(
         // Audit annotation values per key, for this policy, across its bindings.
         let mut annotations: BTreeMap<&str, Vec<String>> = BTreeMap::new();
         let object = request.object.as_ref();
-        let started = Instant::now();
         let matched = policy.core.dispatch(
             &policy.bindings,
             ParamSources {
@@ -447,17 +486,16 @@ pub fn validate<'r>(
                 }
             },
         );
-        let matched = match matched {
-            Ok(matched) => matched,
+        // A policy that could not be configured evaluated nothing: it took no time.
+        let took = match matched {
+            Ok(started) => started.map(|started| started.elapsed()),
             Err(error) => {
                 deny_policy(policy, error, fail, decision);
-                true
+                Some(Duration::ZERO)
             }
         };
-        if matched {
-            decision
-                .timings
-                .push((policy.core.name.clone(), started.elapsed()));
+        if let Some(took) = took {
+            decision.timings.push((policy.core.name.clone(), took));
         }
         for (key, values) in annotations {
             decision.audit_annotations.insert(
