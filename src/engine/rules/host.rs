@@ -50,7 +50,7 @@ impl HostRule {
                     let host_port = port.get("hostPort").and_then(Value::as_i64).unwrap_or(0);
                     if host_port != 0 {
                         findings.push((
-                            format!("{}.ports[{i}].hostPort", container.path),
+                            format!("{}.ports[{i}].hostPort", container.path()),
                             format!(
                                 "container {:?} must not use host port {host_port}",
                                 container.name

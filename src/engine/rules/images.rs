@@ -69,7 +69,7 @@ impl ImageRule {
                 continue;
             };
             let reference = parse_image(image);
-            let path = format!("{}.image", container.path);
+            let path = || format!("{}.image", container.path());
             let name = container.name;
             if !self.rules.allowed_registries.is_empty()
                 && !self.rules.allowed_registries.iter().any(|allowed| {
@@ -79,7 +79,7 @@ impl ImageRule {
                 })
             {
                 findings.push((
-                    path.clone(),
+                    path(),
                     format!(
                         "container {name:?} image {image:?} is not from an allowed registry ({})",
                         self.rules.allowed_registries.join(", ")
@@ -94,14 +94,14 @@ impl ImageRule {
                 };
                 if let Some(problem) = problem {
                     findings.push((
-                        path.clone(),
+                        path(),
                         format!("container {name:?} image {image:?} {problem}"),
                     ));
                 }
             }
             if self.rules.require_digest && !reference.digest {
                 findings.push((
-                    path,
+                    path(),
                     format!("container {name:?} image {image:?} must be pinned by digest"),
                 ));
             }

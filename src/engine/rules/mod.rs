@@ -10,6 +10,8 @@ mod probes;
 mod quantity;
 mod resources;
 
+use std::rc::Rc;
+
 use serde_json::Value;
 
 use super::matching::MatchedView;
@@ -97,6 +99,7 @@ impl<'a> View<'a> {
         let Some((spec, spec_display)) = self.pod_spec() else {
             return Vec::new();
         };
+        let spec_display: Rc<str> = spec_display.into();
         let mut out = Vec::new();
         for list in lists {
             let Some(items) = spec.get(list).and_then(Value::as_array) else {
@@ -105,7 +108,9 @@ impl<'a> View<'a> {
             for (index, value) in items.iter().enumerate() {
                 out.push(Container {
                     value,
-                    path: format!("{spec_display}.{list}[{index}]"),
+                    spec_display: Rc::clone(&spec_display),
+                    list,
+                    index,
                     name: value.get("name").and_then(Value::as_str).unwrap_or(""),
                 });
             }
@@ -119,10 +124,20 @@ impl<'a> View<'a> {
 pub struct Container<'a> {
     /// The container.
     pub value: &'a Value,
-    /// Its display path, e.g. `spec.template.spec.containers[0]`.
-    pub path: String,
+    /// The pod spec's display path, its list and its index in it (see [`Container::path`]).
+    spec_display: Rc<str>,
+    list: &'static str,
+    index: usize,
     /// Its name.
     pub name: &'a str,
+}
+
+impl Container<'_> {
+    /// Its display path, e.g. `spec.template.spec.containers[0]` (written out for findings
+    /// only).
+    pub fn path(&self) -> String {
+        format!("{}.{}[{}]", self.spec_display, self.list, self.index)
+    }
 }
 
 /// All three container lists.

@@ -28,7 +28,7 @@ impl ProbeRule {
             for (probe, field) in &self.require {
                 if container.value.get(field).is_none_or(|v| v.is_null()) {
                     findings.push((
-                        format!("{}.{field}", container.path),
+                        format!("{}.{field}", container.path()),
                         format!("container {:?} must define a {probe} probe", container.name),
                     ));
                 }

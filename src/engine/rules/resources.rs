@@ -1,3 +1,4 @@
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde_json::Value;
@@ -53,8 +54,8 @@ impl ResourceRule {
                 section(kind)
                     .and_then(|s| s.get(resource))
                     .map(|v| match v {
-                        Value::String(s) => s.clone(),
-                        other => other.to_string(),
+                        Value::String(s) => Cow::Borrowed(s.as_str()),
+                        other => Cow::Owned(other.to_string()),
                     })
             };
             for (kind, required) in [
@@ -64,7 +65,7 @@ impl ResourceRule {
                 for resource in required {
                     if quantity(kind, resource).is_none() {
                         findings.push((
-                            format!("{}.resources.{kind}.{resource}", container.path),
+                            format!("{}.resources.{kind}.{resource}", container.path()),
                             format!("container {name:?} must set resources.{kind}.{resource}"),
                         ));
                     }
@@ -87,7 +88,7 @@ impl ResourceRule {
                     if out_of_bounds {
                         let relation = if above { "at most" } else { "at least" };
                         findings.push((
-                            format!("{}.resources.{kind}.{resource}", container.path),
+                            format!("{}.resources.{kind}.{resource}", container.path()),
                             format!(
                                 "container {name:?} resources.{kind}.{resource} is {value}; it must be {relation} {text}"
                             ),
