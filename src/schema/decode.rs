@@ -32,7 +32,7 @@ use serde_json::Value;
 
 use super::quantity::{QuantityError, check_quantity};
 use super::time::check_time;
-use super::{IntKind, Node, NodeKind, Origin, Schema};
+use super::{Field, IntKind, Node, NodeKind, Origin, Schema};
 use crate::admission::GroupVersionKind;
 
 /// The first type error of a manifest, worded as the apiserver words it.
@@ -69,8 +69,6 @@ pub fn check_decode(schema: &Schema, object: &Value) -> Result<(), DecodeError> 
     }
     let mut walker = Walker {
         schema,
-        structs: Vec::new(),
-        fields: Vec::new(),
         path: Vec::new(),
     };
     match walker.value(object, &schema.root_node()) {
@@ -93,18 +91,17 @@ pub fn check_object(gvk: &GroupVersionKind, object: &Value) -> Result<(), Decode
     }
 }
 
-/// The decoder's error context: the innermost struct and the stack of JSON field names.
+/// The decoder's walk: where it is, from which an error's context (the innermost struct, the
+/// field names) and path are written out.
 struct Walker<'s, 'v> {
     schema: &'s Schema,
-    structs: Vec<&'s str>,
-    fields: Vec<&'s str>,
-    /// Where the walk is, written out only for an error.
-    path: Vec<Step<'v>>,
+    path: Vec<Step<'s, 'v>>,
 }
 
 /// One step of a JSON path.
-enum Step<'v> {
-    Field(&'v str),
+enum Step<'s, 'v> {
+    /// A struct's field: the struct's Go name and the field.
+    Field(&'s str, &'s Field),
     Key(&'v str),
     Index(usize),
 }
@@ -137,11 +134,11 @@ impl<'s, 'v> Walker<'s, 'v> {
         let mut path = String::new();
         for step in &self.path {
             match step {
-                Step::Field(name) => {
+                Step::Field(_, field) => {
                     if !path.is_empty() {
                         path.push('.');
                     }
-                    path.push_str(name);
+                    path.push_str(&field.name);
                 }
                 Step::Key(key) => path.push_str(&format!("[{key:?}]")),
                 Step::Index(index) => path.push_str(&format!("[{index}]")),
@@ -151,14 +148,22 @@ impl<'s, 'v> Walker<'s, 'v> {
     }
 
     fn type_error(&self, what: String, go_type: &str) -> Failure {
-        let message = match self.structs.last() {
-            None if self.fields.is_empty() => {
-                format!("json: cannot unmarshal {what} into Go value of type {go_type}")
+        // Go's decoder names the innermost struct and the JSON names of the fields on the way
+        // (those of embedded structs included), without keys or indices.
+        let mut innermost = None;
+        let mut fields = Vec::new();
+        for step in &self.path {
+            if let Step::Field(strukt, field) = step {
+                innermost = Some(*strukt);
+                fields.extend(field.embedded_in.iter().map(String::as_str));
+                fields.push(field.name.as_str());
             }
-            strukt => format!(
-                "json: cannot unmarshal {what} into Go struct field {}.{} of type {go_type}",
-                strukt.copied().unwrap_or_default(),
-                self.fields.join(".")
+        }
+        let message = match innermost {
+            None => format!("json: cannot unmarshal {what} into Go value of type {go_type}"),
+            Some(strukt) => format!(
+                "json: cannot unmarshal {what} into Go struct field {strukt}.{} of type {go_type}",
+                fields.join(".")
             ),
         };
         (message, self.path())
@@ -243,16 +248,9 @@ impl<'s, 'v> Walker<'s, 'v> {
                     let Some(field) = object.field(key) else {
                         continue;
                     };
-                    self.structs.push(&object.go_name);
-                    let depth = self.fields.len();
-                    self.fields
-                        .extend(field.embedded_in.iter().map(String::as_str));
-                    self.fields.push(&field.name);
-                    self.path.push(Step::Field(key));
+                    self.path.push(Step::Field(&object.go_name, field));
                     let result = self.value(child, &field.node);
                     self.path.pop();
-                    self.fields.truncate(depth);
-                    self.structs.pop();
                     result?;
                 }
                 Ok(())

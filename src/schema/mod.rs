@@ -257,9 +257,16 @@ impl Schema {
 }
 
 impl ObjectType {
-    /// The field with JSON name `name`.
+    /// The field with JSON name `name`. Names of another length or first byte are passed
+    /// over without a call to compare strings (built-in kinds have dozens of fields, and the
+    /// decode check looks up every member of every object).
     pub fn field(&self, name: &str) -> Option<&Field> {
-        self.fields.iter().find(|field| field.name == name)
+        let first = name.as_bytes().first();
+        self.fields.iter().find(|field| {
+            field.name.len() == name.len()
+                && field.name.as_bytes().first() == first
+                && field.name == name
+        })
     }
 }
 
