@@ -10,11 +10,17 @@ use super::{AdmissionOutcome, AdmissionReviewBody, ApiError, AppState, OnError};
 use crate::admission::{AdmissionRequest, AdmissionResponse, encode_review};
 use crate::engine::{Decision, Endpoint, Engine, EvalContext, EvalError};
 
-pub(super) async fn validate(State(state): State<AppState>, body: AdmissionReviewBody) -> Response {
+pub(super) async fn validate(
+    State(state): State<Arc<AppState>>,
+    body: AdmissionReviewBody,
+) -> Response {
     admit(state, body, Endpoint::Validate).await
 }
 
-pub(super) async fn mutate(State(state): State<AppState>, body: AdmissionReviewBody) -> Response {
+pub(super) async fn mutate(
+    State(state): State<Arc<AppState>>,
+    body: AdmissionReviewBody,
+) -> Response {
     admit(state, body, Endpoint::Mutate).await
 }
 
@@ -118,7 +124,7 @@ impl Decided {
 /// that gets no slot before its deadline gets the `--on-error` answer instead of queueing past
 /// the apiserver's timeout.
 async fn decide_off_workers(
-    state: &AppState,
+    state: &Arc<AppState>,
     engine: Arc<Engine>,
     body: AdmissionReviewBody,
     endpoint: Endpoint,
@@ -206,7 +212,7 @@ fn lower_thread_priority() {
 const NO_EVALUATION_SLOT: &str =
     "every evaluation slot was busy until the deadline (--max-concurrent-evaluations)";
 
-async fn admit(state: AppState, body: AdmissionReviewBody, endpoint: Endpoint) -> Response {
+async fn admit(state: Arc<AppState>, body: AdmissionReviewBody, endpoint: Endpoint) -> Response {
     let started = Instant::now();
     let (decided, body) = match state.engine.load_full() {
         // Handing a request to the blocking pool costs more than deciding a small one (the
