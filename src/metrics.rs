@@ -266,14 +266,8 @@ impl Metrics {
         }
     }
 
-    /// Counts one answered webhook request and records how long it took.
-    pub fn record_request(
-        &self,
-        endpoint: EndpointLabel,
-        allowed: &'static str,
-        code: u16,
-        took: Duration,
-    ) {
+    /// Counts one answered webhook request.
+    pub fn record_request(&self, endpoint: EndpointLabel, allowed: &'static str, code: u16) {
         let labels = RequestLabels {
             endpoint: endpoint.label(),
             allowed,
@@ -286,6 +280,10 @@ impl Metrics {
         } else {
             self.requests.get_or_create(&labels).inc();
         }
+    }
+
+    /// Records how long one webhook request took.
+    pub fn record_duration(&self, endpoint: EndpointLabel, took: Duration) {
         self.durations[endpoint.index()]
             .get_or_init(|| {
                 self.duration

@@ -6,9 +6,10 @@ use axum::extract::State;
 use axum::http::{Uri, header};
 use axum::response::{IntoResponse, Response};
 
-use super::{AdmissionOutcome, AdmissionReviewBody, ApiError, AppState, OnError};
+use super::{AdmissionReviewBody, ApiError, AppState, OnError};
 use crate::admission::{AdmissionRequest, AdmissionResponse, encode_review};
 use crate::engine::{Decision, Endpoint, Engine, EvalContext, EvalError};
+use crate::metrics::EndpointLabel;
 
 pub(super) async fn validate(
     State(state): State<Arc<AppState>>,
@@ -167,6 +168,10 @@ async fn decide_off_workers(
     evaluated.map_err(|error| {
         // Only when the runtime shuts down under it: the request went with the task.
         tracing::error!(uid = %uid, %error, "evaluation task did not finish");
+        // An answer without a decision: counted as the observe layer counts HTTP answers.
+        state
+            .metrics
+            .record_request(endpoint_label(endpoint), "error", 200);
         let response = evaluation_failure(on_error, &uid, "evaluation was cancelled");
         (
             [(header::CONTENT_TYPE, "application/json")],
@@ -272,16 +277,24 @@ async fn admit(state: Arc<AppState>, body: AdmissionReviewBody, endpoint: Endpoi
         duration_us = started.elapsed().as_micros() as u64,
         "admission decision"
     );
-    let mut http = (
+    // The observe layer counts every other answer; this one carries the decision.
+    state.metrics.record_request(
+        endpoint_label(endpoint),
+        if response.allowed { "true" } else { "false" },
+        code,
+    );
+    (
         [(header::CONTENT_TYPE, "application/json")],
         encode_review(body.review.version, &response),
     )
-        .into_response();
-    http.extensions_mut().insert(AdmissionOutcome {
-        allowed: response.allowed,
-        code,
-    });
-    http
+        .into_response()
+}
+
+fn endpoint_label(endpoint: Endpoint) -> EndpointLabel {
+    match endpoint {
+        Endpoint::Validate => EndpointLabel::Validate,
+        Endpoint::Mutate => EndpointLabel::Mutate,
+    }
 }
 
 #[cfg(test)]

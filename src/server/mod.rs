@@ -26,7 +26,6 @@ use crate::metrics::Metrics;
 pub use error::ApiError;
 pub use extract::AdmissionReviewBody;
 pub use limits::ConnectionSettings;
-pub use observe::AdmissionOutcome;
 pub use run::{RunningServer, ServeConfig, ServeError, ServeSources, start, start_with};
 
 /// What Portcullis answers when it cannot evaluate a request (a panic in a rule, a deadline

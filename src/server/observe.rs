@@ -6,22 +6,13 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use axum::extract::Request;
-use axum::http::{HeaderValue, Version, header};
+use axum::http::{HeaderValue, StatusCode, Version, header};
 use axum::response::Response;
 use prometheus_client::metrics::gauge::Gauge;
 use tower::{Layer, Service};
 
 use super::AppState;
 use crate::metrics::EndpointLabel;
-
-/// Set by the handlers on responses that carry an AdmissionResponse, for the metrics.
-#[derive(Debug, Clone, Copy)]
-pub struct AdmissionOutcome {
-    /// The AdmissionResponse's `allowed`.
-    pub allowed: bool,
-    /// The AdmissionResponse's status code (200 when allowed without a status).
-    pub code: u16,
-}
 
 /// Wraps every webhook route: counts, times and tracks in-flight requests, and closes HTTP/1
 /// connections while the server drains.
@@ -102,13 +93,14 @@ where
             let in_flight = InFlight::enter(&state.metrics.in_flight);
             let Ok(mut response) = answer.await;
             drop(in_flight);
-            let (allowed, code) = match response.extensions().get::<AdmissionOutcome>() {
-                Some(outcome) => (if outcome.allowed { "true" } else { "false" }, outcome.code),
-                None => ("error", response.status().as_u16()),
-            };
-            state
-                .metrics
-                .record_request(endpoint, allowed, code, started.elapsed());
+            // A 200 from `/validate` or `/mutate` carries an AdmissionReview, which the
+            // handler counted with its decision; anything else is an HTTP-level answer.
+            if response.status() != StatusCode::OK || endpoint == EndpointLabel::Other {
+                state
+                    .metrics
+                    .record_request(endpoint, "error", response.status().as_u16());
+            }
+            state.metrics.record_duration(endpoint, started.elapsed());
             // While the server drains, HTTP/1.x answers carry `Connection: close`: the client
             // reads its answer and opens a new connection for the next request, instead of
             // writing it to a keep-alive connection the server is about to close unread.
