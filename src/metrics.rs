@@ -1,6 +1,7 @@
 //! Prometheus metrics, encoded in the OpenMetrics text format by prometheus-client.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -20,6 +21,32 @@ pub struct RequestLabels {
     pub allowed: &'static str,
     /// The response's status code: the AdmissionResponse's (200, 403, 500) or the HTTP one.
     pub code: u16,
+}
+
+/// The webhook endpoint a request went to, as the `endpoint` label says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndpointLabel {
+    /// `/validate`
+    Validate,
+    /// `/mutate`
+    Mutate,
+    /// Any other path.
+    Other,
+}
+
+impl EndpointLabel {
+    /// The label value: `validate`, `mutate` or `other`.
+    pub fn label(self) -> &'static str {
+        match self {
+            EndpointLabel::Validate => "validate",
+            EndpointLabel::Mutate => "mutate",
+            EndpointLabel::Other => "other",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
 }
 
 /// Labels of `portcullis_admission_duration_seconds`.
@@ -110,6 +137,12 @@ pub struct Metrics {
     pub type_checking_warnings: Family<PolicyNameLabels, Gauge>,
     /// SubjectAccessReviews for CEL `authorizer` checks and their cache.
     pub authorizer: AuthorizerMetrics,
+    /// Per endpoint, the series of `requests` for an admission allowed with code 200 and of
+    /// `duration`, once first used: most requests count there, and a handle skips the
+    /// family's lock and label hashing. Created on first use, as `get_or_create` would, so
+    /// `/metrics` shows the same series.
+    admitted: [OnceLock<Counter>; 3],
+    durations: [OnceLock<Histogram>; 3],
 }
 
 impl Default for Metrics {
@@ -228,7 +261,38 @@ impl Metrics {
             certificate_expiry,
             reloads,
             panics,
+            admitted: Default::default(),
+            durations: Default::default(),
         }
+    }
+
+    /// Counts one answered webhook request.
+    pub fn record_request(&self, endpoint: EndpointLabel, allowed: &'static str, code: u16) {
+        let labels = RequestLabels {
+            endpoint: endpoint.label(),
+            allowed,
+            code,
+        };
+        if allowed == "true" && code == 200 {
+            self.admitted[endpoint.index()]
+                .get_or_init(|| self.requests.get_or_create(&labels).clone())
+                .inc();
+        } else {
+            self.requests.get_or_create(&labels).inc();
+        }
+    }
+
+    /// Records how long one webhook request took.
+    pub fn record_duration(&self, endpoint: EndpointLabel, took: Duration) {
+        self.durations[endpoint.index()]
+            .get_or_init(|| {
+                self.duration
+                    .get_or_create(&EndpointLabels {
+                        endpoint: endpoint.label(),
+                    })
+                    .clone()
+            })
+            .observe(took.as_secs_f64());
     }
 
     /// Records what the policies of one request gave and how long each took.

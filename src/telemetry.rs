@@ -1,8 +1,12 @@
 //! Logging setup. Log lines carry request metadata only, never object contents: reviews carry
 //! Secrets.
 
+mod format;
+
 use clap::ValueEnum;
 use tracing_subscriber::EnvFilter;
+
+pub use format::{FieldVisitor, PlainFields, PlainVisitor, UtcMicros};
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
@@ -38,10 +42,11 @@ pub fn init(format: LogFormat, level: &str) {
         .unwrap_or_else(|| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_timer(UtcMicros)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let _ = match format {
-        LogFormat::Text => builder.try_init(),
+        LogFormat::Text => builder.fmt_fields(PlainFields::default()).try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
 }

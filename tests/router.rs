@@ -571,7 +571,18 @@ async fn metrics_and_health_after_traffic() {
         post_json("/mutate", read_fixture("reviews/pod-create-compliant.json")),
     )
     .await;
+    call(
+        &router,
+        post_json("/mutate", read_fixture("reviews/pod-create-compliant.json")),
+    )
+    .await;
     call(&router, post_json("/validate", "nope")).await;
+    call(
+        &router,
+        Request::get("/validate").body(Body::empty()).unwrap(),
+    )
+    .await;
+    call(&router, post_json("/nowhere", "{}")).await;
     let admin = admin_router(AdminState {
         metrics: state.metrics.clone(),
         readiness: state.readiness.clone(),
@@ -585,9 +596,14 @@ async fn metrics_and_health_after_traffic() {
     let text = String::from_utf8(body_bytes(response).await).unwrap();
     for line in [
         r#"portcullis_admission_requests_total{endpoint="validate",allowed="false",code="403"} 1"#,
-        r#"portcullis_admission_requests_total{endpoint="mutate",allowed="true",code="200"} 1"#,
+        r#"portcullis_admission_requests_total{endpoint="mutate",allowed="true",code="200"} 2"#,
         r#"portcullis_admission_requests_total{endpoint="validate",allowed="error",code="400"} 1"#,
+        r#"portcullis_admission_requests_total{endpoint="validate",allowed="error",code="405"} 1"#,
+        r#"portcullis_admission_requests_total{endpoint="other",allowed="error",code="404"} 1"#,
         r#"portcullis_admission_duration_seconds_bucket{le="0.0005",endpoint="validate"}"#,
+        r#"portcullis_admission_duration_seconds_count{endpoint="validate"} 3"#,
+        r#"portcullis_admission_duration_seconds_count{endpoint="mutate"} 2"#,
+        r#"portcullis_admission_duration_seconds_count{endpoint="other"} 1"#,
         "portcullis_admission_in_flight 0",
     ] {
         assert!(text.contains(line), "missing {line} in\n{text}");

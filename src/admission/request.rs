@@ -88,7 +88,12 @@ pub fn parse_review(body: &[u8]) -> Result<ParsedReview, ReviewError> {
         }
         _ => {}
     }
-    let envelope: ReviewEnvelope = serde_json::from_slice(body)?;
+    // Checking the UTF-8 of the whole body at once lets serde_json skip checking each string
+    // it reads; a body that is not UTF-8 goes the byte path, which names where it breaks.
+    let envelope: ReviewEnvelope = match std::str::from_utf8(body) {
+        Ok(text) => serde_json::from_str(text)?,
+        Err(_) => serde_json::from_slice(body)?,
+    };
     if envelope.kind != "AdmissionReview" {
         return Err(ReviewError::WrongKind(envelope.kind));
     }

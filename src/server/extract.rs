@@ -1,3 +1,4 @@
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::{FromRequest, Request};
@@ -36,10 +37,13 @@ fn apiserver_timeout(query: Option<&str>) -> Option<Duration> {
         .and_then(|value| humantime::parse_duration(value).ok())
 }
 
-impl FromRequest<AppState> for AdmissionReviewBody {
+impl FromRequest<Arc<AppState>> for AdmissionReviewBody {
     type Rejection = ApiError;
 
-    async fn from_request(request: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request(
+        request: Request,
+        state: &Arc<AppState>,
+    ) -> Result<Self, Self::Rejection> {
         let arrived = Instant::now();
         let headers = request.headers();
         let content_type = match headers.get(header::CONTENT_TYPE) {

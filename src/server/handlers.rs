@@ -6,15 +6,22 @@ use axum::extract::State;
 use axum::http::{Uri, header};
 use axum::response::{IntoResponse, Response};
 
-use super::{AdmissionOutcome, AdmissionReviewBody, ApiError, AppState, OnError};
+use super::{AdmissionReviewBody, ApiError, AppState, OnError};
 use crate::admission::{AdmissionRequest, AdmissionResponse, encode_review};
 use crate::engine::{Decision, Endpoint, Engine, EvalContext, EvalError};
+use crate::metrics::EndpointLabel;
 
-pub(super) async fn validate(State(state): State<AppState>, body: AdmissionReviewBody) -> Response {
+pub(super) async fn validate(
+    State(state): State<Arc<AppState>>,
+    body: AdmissionReviewBody,
+) -> Response {
     admit(state, body, Endpoint::Validate).await
 }
 
-pub(super) async fn mutate(State(state): State<AppState>, body: AdmissionReviewBody) -> Response {
+pub(super) async fn mutate(
+    State(state): State<Arc<AppState>>,
+    body: AdmissionReviewBody,
+) -> Response {
     admit(state, body, Endpoint::Mutate).await
 }
 
@@ -118,7 +125,7 @@ impl Decided {
 /// that gets no slot before its deadline gets the `--on-error` answer instead of queueing past
 /// the apiserver's timeout.
 async fn decide_off_workers(
-    state: &AppState,
+    state: &Arc<AppState>,
     engine: Arc<Engine>,
     body: AdmissionReviewBody,
     endpoint: Endpoint,
@@ -161,6 +168,10 @@ async fn decide_off_workers(
     evaluated.map_err(|error| {
         // Only when the runtime shuts down under it: the request went with the task.
         tracing::error!(uid = %uid, %error, "evaluation task did not finish");
+        // An answer without a decision: counted as the observe layer counts HTTP answers.
+        state
+            .metrics
+            .record_request(endpoint_label(endpoint), "error", 200);
         let response = evaluation_failure(on_error, &uid, "evaluation was cancelled");
         (
             [(header::CONTENT_TYPE, "application/json")],
@@ -206,7 +217,7 @@ fn lower_thread_priority() {
 const NO_EVALUATION_SLOT: &str =
     "every evaluation slot was busy until the deadline (--max-concurrent-evaluations)";
 
-async fn admit(state: AppState, body: AdmissionReviewBody, endpoint: Endpoint) -> Response {
+async fn admit(state: Arc<AppState>, body: AdmissionReviewBody, endpoint: Endpoint) -> Response {
     let started = Instant::now();
     let (decided, body) = match state.engine.load_full() {
         // Handing a request to the blocking pool costs more than deciding a small one (the
@@ -266,16 +277,24 @@ async fn admit(state: AppState, body: AdmissionReviewBody, endpoint: Endpoint) -
         duration_us = started.elapsed().as_micros() as u64,
         "admission decision"
     );
-    let mut http = (
+    // The observe layer counts every other answer; this one carries the decision.
+    state.metrics.record_request(
+        endpoint_label(endpoint),
+        if response.allowed { "true" } else { "false" },
+        code,
+    );
+    (
         [(header::CONTENT_TYPE, "application/json")],
         encode_review(body.review.version, &response),
     )
-        .into_response();
-    http.extensions_mut().insert(AdmissionOutcome {
-        allowed: response.allowed,
-        code,
-    });
-    http
+        .into_response()
+}
+
+fn endpoint_label(endpoint: Endpoint) -> EndpointLabel {
+    match endpoint {
+        Endpoint::Validate => EndpointLabel::Validate,
+        Endpoint::Mutate => EndpointLabel::Mutate,
+    }
 }
 
 #[cfg(test)]

@@ -70,7 +70,28 @@ pub struct LimitedStream {
     inner: TcpStream,
     _permit: OwnedSemaphorePermit,
     idle_timeout: Duration,
+    /// When the connection last received data.
+    last_read: tokio::time::Instant,
+    /// Fires no later than `idle_timeout` after `last_read`. Moved forward only when it
+    /// fires, not on every read: re-arming a timer takes the runtime's timer lock.
     idle: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl LimitedStream {
+    /// Whether the connection has received nothing for the idle timeout; re-arms the timer
+    /// for the remaining time when data came since it was set.
+    fn poll_idle(&mut self, cx: &mut Context<'_>) -> bool {
+        loop {
+            if self.idle.as_mut().poll(cx).is_pending() {
+                return false;
+            }
+            let deadline = self.last_read + self.idle_timeout;
+            if deadline <= tokio::time::Instant::now() {
+                return true;
+            }
+            self.idle.as_mut().reset(deadline);
+        }
+    }
 }
 
 impl AsyncRead for LimitedStream {
@@ -81,12 +102,12 @@ impl AsyncRead for LimitedStream {
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         match Pin::new(&mut self.inner).poll_read(cx, buf) {
-            Poll::Pending if self.idle.as_mut().poll(cx).is_ready() => Poll::Ready(Err(
-                io::Error::new(io::ErrorKind::TimedOut, "connection idle"),
-            )),
+            Poll::Pending if self.poll_idle(cx) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "connection idle",
+            ))),
             Poll::Ready(Ok(())) if buf.filled().len() > before => {
-                let deadline = tokio::time::Instant::now() + self.idle_timeout;
-                self.idle.as_mut().reset(deadline);
+                self.last_read = tokio::time::Instant::now();
                 Poll::Ready(Ok(()))
             }
             other => other,
@@ -141,6 +162,7 @@ impl<S: Send + 'static> Accept<TcpStream, S> for ConnectionLimit {
                     inner: stream,
                     _permit: permit,
                     idle_timeout: self.idle_timeout,
+                    last_read: tokio::time::Instant::now(),
                     idle: Box::pin(tokio::time::sleep(self.idle_timeout)),
                 },
                 service,

@@ -1,7 +1,6 @@
 //! The webhook server: router, handlers, the AdmissionReview extractor, errors, and the
 //! listeners with graceful shutdown.
 
-mod drain;
 mod error;
 mod extract;
 mod handlers;
@@ -27,7 +26,6 @@ use crate::metrics::Metrics;
 pub use error::ApiError;
 pub use extract::AdmissionReviewBody;
 pub use limits::ConnectionSettings;
-pub use observe::AdmissionOutcome;
 pub use run::{RunningServer, ServeConfig, ServeError, ServeSources, start, start_with};
 
 /// What Portcullis answers when it cannot evaluate a request (a panic in a rule, a deadline
@@ -123,6 +121,9 @@ impl AppState {
 /// The webhook router: `POST /validate`, `POST /mutate`; every other path is 404 and every
 /// other method 405, each with a JSON Status body. Panics become 500 and are counted.
 pub fn webhook_router(state: AppState) -> Router {
+    // One `Arc` for the whole state: the router clones its state and its per-route services
+    // on every request, and each clone of `AppState` itself touches every shared field.
+    let state = Arc::new(state);
     let metrics = state.metrics.clone();
     Router::new()
         .route(
@@ -139,13 +140,6 @@ pub fn webhook_router(state: AppState) -> Router {
             tracing::error!("request handler panicked");
             axum::response::IntoResponse::into_response(ApiError::Panicked)
         }))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            observe::observe,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            drain::close_when_draining,
-        ))
+        .layer(observe::ObserveLayer::new(state.clone()))
         .with_state(state)
 }

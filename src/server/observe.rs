@@ -1,69 +1,117 @@
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, Version, header};
 use axum::response::Response;
 use prometheus_client::metrics::gauge::Gauge;
+use tower::{Layer, Service};
 
 use super::AppState;
-use crate::metrics::{EndpointLabels, RequestLabels};
+use crate::metrics::EndpointLabel;
 
-/// Set by the handlers on responses that carry an AdmissionResponse, for the metrics.
-#[derive(Debug, Clone, Copy)]
-pub struct AdmissionOutcome {
-    /// The AdmissionResponse's `allowed`.
-    pub allowed: bool,
-    /// The AdmissionResponse's status code (200 when allowed without a status).
-    pub code: u16,
+/// Wraps every webhook route: counts, times and tracks in-flight requests, and closes HTTP/1
+/// connections while the server drains.
+///
+/// A hand-written service rather than two `from_fn` middlewares: the router clones each
+/// route's service stack for every request, and a `from_fn` clones its state and inner
+/// service once more per call; here a clone is one `Arc` and the inner service's own.
+#[derive(Clone)]
+pub(super) struct ObserveLayer {
+    state: Arc<AppState>,
 }
 
-struct InFlight(Gauge);
-
-impl InFlight {
-    fn enter(gauge: &Gauge) -> Self {
-        gauge.inc();
-        InFlight(gauge.clone())
+impl ObserveLayer {
+    pub(super) fn new(state: Arc<AppState>) -> Self {
+        ObserveLayer { state }
     }
 }
 
-impl Drop for InFlight {
+impl<S> Layer<S> for ObserveLayer {
+    type Service = Observe<S>;
+
+    fn layer(&self, inner: S) -> Observe<S> {
+        Observe {
+            state: self.state.clone(),
+            inner,
+        }
+    }
+}
+
+/// The service [`ObserveLayer`] makes.
+#[derive(Clone)]
+pub(super) struct Observe<S> {
+    state: Arc<AppState>,
+    inner: S,
+}
+
+/// Holds the in-flight gauge up while a request is handled, also when its future is dropped
+/// (the client went away).
+struct InFlight<'a>(&'a Gauge);
+
+impl<'a> InFlight<'a> {
+    fn enter(gauge: &'a Gauge) -> Self {
+        gauge.inc();
+        InFlight(gauge)
+    }
+}
+
+impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         self.0.dec();
     }
 }
 
-/// Counts, times and tracks in-flight webhook requests.
-pub(super) async fn observe(
-    State(state): State<AppState>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let endpoint = match request.uri().path() {
-        "/validate" => "validate",
-        "/mutate" => "mutate",
-        _ => "other",
-    };
-    let started = Instant::now();
-    let in_flight = InFlight::enter(&state.metrics.in_flight);
-    let response = next.run(request).await;
-    drop(in_flight);
-    let (allowed, code) = match response.extensions().get::<AdmissionOutcome>() {
-        Some(outcome) => (if outcome.allowed { "true" } else { "false" }, outcome.code),
-        None => ("error", response.status().as_u16()),
-    };
-    state
-        .metrics
-        .requests
-        .get_or_create(&RequestLabels {
-            endpoint,
-            allowed,
-            code,
+impl<S> Service<Request> for Observe<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let endpoint = match request.uri().path() {
+            "/validate" => EndpointLabel::Validate,
+            "/mutate" => EndpointLabel::Mutate,
+            _ => EndpointLabel::Other,
+        };
+        let http1 = request.version() < Version::HTTP_2;
+        let state = self.state.clone();
+        let answer = self.inner.call(request);
+        Box::pin(async move {
+            let started = Instant::now();
+            let in_flight = InFlight::enter(&state.metrics.in_flight);
+            let Ok(mut response) = answer.await;
+            drop(in_flight);
+            // A 200 from `/validate` or `/mutate` carries an AdmissionReview, which the
+            // handler counted with its decision; anything else is an HTTP-level answer.
+            if response.status() != StatusCode::OK || endpoint == EndpointLabel::Other {
+                state
+                    .metrics
+                    .record_request(endpoint, "error", response.status().as_u16());
+            }
+            state.metrics.record_duration(endpoint, started.elapsed());
+            // While the server drains, HTTP/1.x answers carry `Connection: close`: the client
+            // reads its answer and opens a new connection for the next request, instead of
+            // writing it to a keep-alive connection the server is about to close unread.
+            // HTTP/2 clients learn of the drain from GOAWAY, which tells them exactly which
+            // streams were served.
+            if http1 && state.readiness.is_draining() {
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            Ok(response)
         })
-        .inc();
-    state
-        .metrics
-        .duration
-        .get_or_create(&EndpointLabels { endpoint })
-        .observe(started.elapsed().as_secs_f64());
-    response
+    }
 }
