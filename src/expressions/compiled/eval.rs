@@ -134,13 +134,11 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
                 _ => Err(Stop),
             },
             Node::Has(operand, field) => match self.eval(operand)? {
-                Value::Json(serde_json::Value::Object(fields)) => {
-                    Ok(member(fields, field).is_some())
-                }
+                Value::Json(serde_json::Value::Object(fields)) => Ok(fields.contains_key(&**field)),
                 Value::Optional(None) => Ok(false),
                 Value::Optional(Some(inner)) => match &*inner {
                     Value::Json(serde_json::Value::Object(fields)) => {
-                        Ok(member(fields, field).is_some())
+                        Ok(fields.contains_key(&**field))
                     }
                     inner if inner.is_list() => Ok(false),
                     _ => Err(Stop),
@@ -505,19 +503,11 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
     }
 }
 
-/// The member `name` of a JSON object.
-fn member<'j>(
-    members: &'j serde_json::Map<String, serde_json::Value>,
-    name: &str,
-) -> Option<&'j serde_json::Value> {
-    members.get(name)
-}
-
 /// `value.field`: a map's member, the member of an optional map as an optional.
 fn select<'r>(value: Value<'r>, field: &str) -> Step<Value<'r>> {
     match value {
         Value::Json(serde_json::Value::Object(members)) => {
-            member(members, field).map(Value::from_json).ok_or(Stop)
+            members.get(field).map(Value::from_json).ok_or(Stop)
         }
         Value::Optional(None) => Ok(Value::Optional(None)),
         Value::Optional(Some(inner)) => match &*inner {
@@ -532,9 +522,9 @@ fn select<'r>(value: Value<'r>, field: &str) -> Step<Value<'r>> {
 /// `value.?field`: the member as an optional, none for anything but a map holding it.
 fn optional_field<'r>(value: &Value<'r>, field: &str) -> Value<'r> {
     Value::Optional(match value {
-        Value::Json(serde_json::Value::Object(members)) => {
-            member(members, field).map(|found| Rc::new(Value::from_json(found)))
-        }
+        Value::Json(serde_json::Value::Object(members)) => members
+            .get(field)
+            .map(|found| Rc::new(Value::from_json(found))),
         _ => None,
     })
 }
@@ -544,7 +534,8 @@ fn optional_field<'r>(value: &Value<'r>, field: &str) -> Value<'r> {
 fn optional_index<'r>(value: &Value<'r>, index: &Value<'r>) -> Step<Option<Rc<Value<'r>>>> {
     match (value, index) {
         (Value::Json(serde_json::Value::Object(members)), Value::Text(_) | Value::OwnedText(_)) => {
-            Ok(member(members, index.text().unwrap_or_default())
+            Ok(members
+                .get(index.text().unwrap_or_default())
                 .map(|found| Rc::new(Value::from_json(found))))
         }
         (Value::Json(serde_json::Value::Array(_)) | Value::List(_), Value::Int(_)) => {
@@ -558,7 +549,7 @@ fn index_into<'r>(operand: &Value<'r>, index: &Value<'r>) -> Step<Value<'r>> {
     match (operand, index) {
         (Value::Json(serde_json::Value::Object(fields)), _) => {
             let key = index.text().ok_or(Stop)?;
-            member(fields, key).map(Value::from_json).ok_or(Stop)
+            fields.get(key).map(Value::from_json).ok_or(Stop)
         }
         (Value::Json(serde_json::Value::Array(items)), Value::Int(i)) => usize::try_from(*i)
             .ok()
@@ -638,7 +629,7 @@ fn contains(container: &Value<'_>, element: &Value<'_>) -> Step<bool> {
     match container {
         Value::Json(serde_json::Value::Object(fields)) => {
             let key = element.text().ok_or(Stop)?;
-            Ok(member(fields, key).is_some())
+            Ok(fields.contains_key(key))
         }
         _ => {
             let items = container.list_items().ok_or(Stop)?;
