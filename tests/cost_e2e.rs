@@ -353,6 +353,19 @@ const EXACT_CASES: &[(&str, &str)] = &[
          format.named('uri').value().validate(c.image)].size() == 14",
     ),
     (
+        "exact-lists-sets",
+        "sets.contains(object.metadata.annotations.ips.split(',').slice(0, 40), [c.name]) == false \
+         && !sets.intersects(object.metadata.annotations.ips.split(',').slice(0, 40), [c.name, c.image]) \
+         && sets.equivalent(object.metadata.annotations.ips.split(',').slice(0, 40), \
+         object.metadata.annotations.ips.split(',').slice(0, 40).reverse()) \
+         && object.metadata.annotations.ips.split(',').slice(0, 40).distinct().size() == 40 \
+         && object.metadata.annotations.ips.split(',').slice(0, 40).sort().size() == 40 \
+         && [object.metadata.annotations.ips.split(','), ['x']].flatten().size() == 126 \
+         && lists.range(30).sort().size() == 30 && [3, 1, 2].sort() == [1, 2, 3] \
+         && object.spec.containers.map(x, x.name).sort().size() > 0 \
+         && object.spec.containers.reverse().size() > 0",
+    ),
+    (
         "exact-selectors",
         "[authorizer.group('').resource('pods') \
          .labelSelector(object.metadata.annotations.selector) \

@@ -25,7 +25,10 @@
 //! `string(bytes)`, `bytes(string)`, `format` and `strings.quote` (the operand / 10), through
 //! [`SIZED_FUNCTION`] wrappers around their operands; the Kubernetes library's calls the same
 //! way as its `CostEstimator` says (`LIBRARY_SIZED`; `join` by its result, wrapped;
-//! `containsIP`/`containsCIDR` by the CIDR's prefix); and `matches`, `find`, `findAll`, a
+//! `containsIP`/`containsCIDR` by the CIDR's prefix); cel-go's set and list calls as their
+//! trackers say (`sets.*` by the product of the sizes; `reverse`, `slice`, `lists.range` by
+//! their result, wrapped; `flatten()` by its receiver; `distinct` and a typed `sort` by the
+//! receiver's size squared); and `matches`, `find`, `findAll`, a
 //! format's `validate` and the authorizer's `labelSelector`/`fieldSelector` by their
 //! implementations, which see every operand.
 //!
@@ -78,6 +81,18 @@ pub(crate) enum SizeRule {
     ContainsCidr = 11,
     /// `containsCIDR` of an operand the checker knows is a string: also its size / 10.
     ContainsCidrString = 12,
+    /// `sets.contains`, `sets.intersects` (cel-go's sets tracker): the sizes multiplied.
+    SetsProduct = 13,
+    /// `sets.equivalent`: twice the sizes multiplied.
+    SetsProductTwice = 14,
+    /// A call that allocates a list (cel-go's lists tracker: `reverse`, `slice`,
+    /// `lists.range` by their result, `flatten()` by its operand): the size, plus a list's
+    /// creation (one operand).
+    ListAllocation = 15,
+    /// `distinct`, `sort` (cel-go's self-comparing list calls): a list's size squared, twice,
+    /// plus a tenth when its first item is a string or bytes (the flag), rounded down; plus a
+    /// list's creation (one operand).
+    SelfCompare = 16,
 }
 
 impl SizeRule {
@@ -96,6 +111,10 @@ impl SizeRule {
             SizeRule::ContainsIpString,
             SizeRule::ContainsCidr,
             SizeRule::ContainsCidrString,
+            SizeRule::SetsProduct,
+            SizeRule::SetsProductTwice,
+            SizeRule::ListAllocation,
+            SizeRule::SelfCompare,
         ]
         .into_iter()
         .find(|rule| *rule as i64 == code)
@@ -129,6 +148,16 @@ impl SizeRule {
             SizeRule::TextTwice => tenth(2 * second.0),
             // The operand's traversal cost, measured by the caller.
             SizeRule::Traversal => second.0,
+            SizeRule::SetsProduct => first.0.saturating_mul(second.0),
+            SizeRule::SetsProductTwice => first.0.saturating_mul(second.0).saturating_mul(2),
+            SizeRule::ListAllocation => second.0.saturating_add(LIST_CREATE),
+            SizeRule::SelfCompare if second.0 == 0 => LIST_CREATE,
+            SizeRule::SelfCompare => {
+                // cel-go computes the factor and the product in floating point.
+                let factor = if second.1 { 2.0 + 0.1 } else { 2.0 };
+                let squared = second.0.saturating_mul(second.0);
+                ((squared as f64 * factor) as u64).saturating_add(LIST_CREATE)
+            }
             SizeRule::ContainsIp
             | SizeRule::ContainsIpString
             | SizeRule::ContainsCidr
@@ -250,13 +279,18 @@ enum StaticType {
     Bytes,
     /// A list of strings (`split`, `findAll`, a literal of strings).
     StringList,
+    /// A list of ints (`lists.range`, a literal of ints).
+    IntList,
     List,
     Dyn,
 }
 
 impl StaticType {
     fn is_list(self) -> bool {
-        matches!(self, StaticType::List | StaticType::StringList)
+        matches!(
+            self,
+            StaticType::List | StaticType::StringList | StaticType::IntList
+        )
     }
 }
 
@@ -310,6 +344,15 @@ fn static_type(expr: &IdedExpr) -> StaticType {
         {
             StaticType::StringList
         }
+        Expr::List(list)
+            if !list.elements.is_empty()
+                && list
+                    .elements
+                    .iter()
+                    .all(|e| matches!(e.expr, Expr::Literal(LiteralValue::Int(_)))) =>
+        {
+            StaticType::IntList
+        }
         Expr::List(_) => StaticType::List,
         // `map` and `filter` build their result in a list.
         Expr::Comprehension(c) if matches!(c.accu_init.expr, Expr::List(_)) => StaticType::List,
@@ -326,6 +369,15 @@ fn static_type(expr: &IdedExpr) -> StaticType {
                 }
                 "quote" if is_namespaced(call) => StaticType::String,
                 "split" | "findAll" if member => StaticType::StringList,
+                "range" if is_namespaced(call) => StaticType::IntList,
+                // `list(T)` in, `list(T)` out.
+                "reverse" | "slice" | "distinct" | "sort" if member && !is_namespaced(call) => {
+                    match call.target.as_deref().map(static_type) {
+                        Some(typed @ (StaticType::StringList | StaticType::IntList)) => typed,
+                        Some(other) if other.is_list() => StaticType::List,
+                        _ => StaticType::Dyn,
+                    }
+                }
                 // `+` resolves to one overload when either operand is typed: that one's type.
                 operators::ADD if !member && call.args.len() == 2 => {
                     match (static_type(&call.args[0]), static_type(&call.args[1])) {
@@ -354,6 +406,16 @@ fn static_type(expr: &IdedExpr) -> StaticType {
 /// Whether the checker knows `expr` is a string or bytes.
 fn is_text(expr: &IdedExpr) -> bool {
     matches!(static_type(expr), StaticType::String | StaticType::Bytes)
+}
+
+/// `list.reverse()`, `list.slice(from, to)`, `lists.range(n)`: charged by the list they
+/// return (see [`region`]).
+fn is_list_result_sized(call: &CallExpr) -> bool {
+    match (call.func_name.as_str(), call.args.len()) {
+        ("reverse", 0) | ("slice", 2) => call.target.is_some() && !is_namespaced(call),
+        ("range", 1) => is_namespaced(call),
+        _ => false,
+    }
 }
 
 /// `list.join()`, `list.join(separator)`: charged by its result (see [`region`]).
@@ -529,6 +591,18 @@ fn region(expr: &mut IdedExpr) -> u64 {
             let accu = c.accu_var.clone();
             step_region(&accu, &mut c.loop_step);
             units + region(&mut c.result)
+        }
+        Expr::Call(call) if is_list_result_sized(call) => {
+            // cel-go's lists tracker charges these by the list they return, in place of 1:
+            // the call's value is measured as it is returned.
+            let target = if is_namespaced(call) {
+                0
+            } else {
+                call.target.as_deref_mut().map_or(0, region)
+            };
+            let units = 1 + target + call.args.iter_mut().map(region).sum::<u64>();
+            sized(expr, -1, SizeRule::ListAllocation);
+            units
         }
         Expr::Call(call) if is_join(call) => {
             // Kubernetes charges `join` twice its result's size / 10, rounded up, in place of
@@ -740,6 +814,47 @@ fn call_units(call: &mut CallExpr) -> u64 {
             };
             sized_pair(first, second, SizeRule::SumOfText)
         }
+        // cel-go's sets tracker: 1 and the operands' sizes multiplied (twice for
+        // `equivalent`), in place of 1; each set function has one overload, so the checker
+        // always picks it.
+        "contains" | "intersects" | "equivalent"
+            if call.args.len() == 2
+                && matches!(call.target.as_deref(), Some(IdedExpr { expr: Expr::Ident(n), .. }) if n == "sets") =>
+        {
+            let rule = if name == "equivalent" {
+                SizeRule::SetsProductTwice
+            } else {
+                SizeRule::SetsProduct
+            };
+            let [first, second] = call.args.as_mut_slice() else {
+                unreachable!("two arguments")
+            };
+            1 + sized_pair(first, second, rule)
+        }
+        // cel-go's lists tracker: `flatten()` by its operand's size, `distinct()` (one
+        // overload) and `sort()` of a list the checker knows holds strings or ints (the
+        // overload it picks) by its operand's size squared; a `sort()` dispatched at runtime
+        // costs 1.
+        "flatten" | "distinct" | "sort"
+            if call.args.is_empty()
+                && call.target.is_some()
+                && !is_namespaced(call)
+                && (name != "sort"
+                    || matches!(
+                        call.target.as_deref().map(static_type),
+                        Some(StaticType::StringList | StaticType::IntList)
+                    )) =>
+        {
+            let rule = if name == "flatten" {
+                SizeRule::ListAllocation
+            } else {
+                SizeRule::SelfCompare
+            };
+            let target = call.target.as_deref_mut().expect("a target");
+            let units = 1 + region(target);
+            sized(target, -1, rule);
+            units
+        }
         "contains" if call.args.len() == 1 && call.target.is_some() => {
             let target = call.target.as_deref_mut().expect("a target");
             sized_pair(&mut call.args[0], target, SizeRule::Product)
@@ -851,9 +966,12 @@ pub(crate) fn charge_sized(
             });
             Ok(())
         }
-        SizeRule::InList | SizeRule::Text | SizeRule::TextTwice | SizeRule::Traversal => {
-            super::charge_cost(rule.units((0, false), operand))
-        }
+        SizeRule::InList
+        | SizeRule::Text
+        | SizeRule::TextTwice
+        | SizeRule::Traversal
+        | SizeRule::ListAllocation
+        | SizeRule::SelfCompare => super::charge_cost(rule.units((0, false), operand)),
         _ => {
             let first = NOTED.with(|noted| {
                 let mut noted = noted.borrow_mut();
@@ -940,6 +1058,51 @@ mod tests {
             ("[object.metadata.name].join() == 'web'", 13 + 1 + 1),
             // An empty result costs nothing (the constant list nothing either).
             ("[''].join() == ''", 0),
+        ]);
+    }
+
+    #[test]
+    fn set_and_list_calls_cost_as_cel_go_tracks_them() {
+        assert_costs(&[
+            // `spec.names` 3 twice; 1 + 3 × 1 (the literal list is constant); `!` 1.
+            ("!sets.contains(object.spec.names, ['z'])", 3 + 1 + 3 + 1),
+            // 1 + 3 × 3; 3 + 3.
+            (
+                "sets.intersects(object.spec.names, object.spec.names)",
+                6 + 1 + 9,
+            ),
+            // 1 + 2 × 3 × 3.
+            (
+                "sets.equivalent(object.spec.names, object.spec.names)",
+                6 + 1 + 18,
+            ),
+            // 3; 1 + the result's 3 + a list's 10; size() 1; == 1.
+            ("object.spec.names.reverse().size() == 3", 3 + 14 + 1 + 1),
+            ("object.spec.names.slice(1, 3).size() == 2", 3 + 13 + 1 + 1),
+            ("lists.range(4).size() == 4", 15 + 1 + 1),
+            // The list literal 10 + `spec.names` 3 (a constant list nothing); 1 + its 2 items
+            // + 10.
+            (
+                "[object.spec.names, ['x']].flatten().size() == 4",
+                13 + 13 + 1 + 1,
+            ),
+            // 3 strings: 1 + 3² × 2.1 → 18 + 10; of no items: 1 + 10.
+            ("object.spec.names.distinct().size() == 3", 3 + 29 + 1 + 1),
+            (
+                "object.spec.names.slice(0, 0).distinct().size() == 0",
+                3 + 11 + 11 + 1 + 1,
+            ),
+            // A list the checker knows holds strings: sorted like `distinct`; 1 + 4² × 2.1 →
+            // 33 + 10; `split` 2 × 7 / 10 → 2.
+            ("'a,b,c,d'.split(',').sort().size() == 4", 2 + 44 + 1 + 1),
+            // A `dyn` list: dispatched at runtime, 1.
+            ("object.spec.names.sort().size() == 3", 3 + 1 + 1 + 1),
+            // Ints, typed through `slice`: 1 + 2 + 10; 1 + 2² × 2 + 10.
+            (
+                "lists.range(4).slice(0, 2).sort().size() == 2",
+                15 + 13 + 19 + 1 + 1,
+            ),
+            ("[3, 1, 2].sort() == [1, 2, 3]", 1 + 18 + 10 + 1),
         ]);
     }
 

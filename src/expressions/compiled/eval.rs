@@ -411,7 +411,11 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
             | SizeRule::ContainsIp
             | SizeRule::ContainsIpString
             | SizeRule::ContainsCidr
-            | SizeRule::ContainsCidrString => Err(Stop),
+            | SizeRule::ContainsCidrString
+            | SizeRule::SetsProduct
+            | SizeRule::SetsProductTwice
+            | SizeRule::ListAllocation
+            | SizeRule::SelfCompare => Err(Stop),
             SizeRule::Min | SizeRule::MinOfText | SizeRule::SumOfText | SizeRule::Product => {
                 match self.noted.iter().position(|(s, _)| *s == site) {
                     Some(at) => {

@@ -551,6 +551,15 @@ fn sized<'b, 'v>(mut args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Execut
     };
     let textlike = match rule {
         super::cost::SizeRule::InList => kind == Kind::List,
+        // Whether the list's first item is a string or bytes.
+        super::cost::SizeRule::SelfCompare => {
+            cel::Value::try_from(value.as_ref()).is_ok_and(|list| match list {
+                Value::List(items) => {
+                    matches!(items.first(), Some(Value::String(_) | Value::Bytes(_)))
+                }
+                _ => false,
+            })
+        }
         _ => matches!(kind, Kind::String | Kind::Bytes),
     };
     super::cost::charge_sized(site, rule, (size, textlike))?;
