@@ -241,7 +241,7 @@ const LIBRARY_SIZED: &[(&str, SizeRule)] = &[
 /// Kubernetes library calls that charge their own units as they run, from their operands
 /// (regexes: `matches`, `find`, `findAll`; a named format's `validate`; the authorizer's
 /// selectors): the call costs nothing here.
-const CHARGED_BY_IMPLEMENTATION: &[&str] = &[
+pub(super) const CHARGED_BY_IMPLEMENTATION: &[&str] = &[
     "matches",
     "find",
     "findAll",

@@ -367,7 +367,7 @@ impl CelEnvironment {
         cost::instrument(&mut expression);
         check::instrument(&mut expression);
         Ok(CelProgram {
-            compiled: compiled::compile(&expression).map(Box::new),
+            compiled: compiled::compile(&expression, &self.env).map(Box::new),
             expression,
             env: Arc::clone(&self.env),
             limits: self.limits,

@@ -1,18 +1,32 @@
 //! From the instrumented syntax tree to [`Node`]s, or `None` when the expression uses anything
 //! the compiled evaluator does not cover.
 
-use cel::common::ast::{ComprehensionExpr, Expr, IdedExpr, LiteralValue, operators};
+use std::sync::Arc;
 
-use super::{Arithmetic, Comparison, CompiledProgram, Fold, Node, Pattern, Quantifier, TextTest};
+use cel::common::ast::{CallExpr, ComprehensionExpr, Expr, IdedExpr, LiteralValue, operators};
+
+use super::{
+    Arithmetic, Comparison, CompiledProgram, Fold, LibraryCall, Node, Pattern, Quantifier, TextTest,
+};
 use crate::expressions::activation::SLOTS;
-use crate::expressions::cost::{COST_FUNCTION, SIZED_FUNCTION, SizeRule};
+use crate::expressions::cost::{
+    CHARGED_BY_IMPLEMENTATION, COST_FUNCTION, SIZED_FUNCTION, SizeRule,
+};
 
 /// Names the interpreter resolves specially: not compiled.
 const SPECIAL_NAMES: &[&str] = &["variables", "authorizer"];
 
-/// Compiles `expr` (instrumented), or `None` if some part of it is not covered.
-pub(in crate::expressions) fn compile(expr: &IdedExpr) -> Option<CompiledProgram> {
-    let mut compiler = Compiler::default();
+/// Compiles `expr` (instrumented), or `None` if some part of it is not covered; library calls
+/// are evaluated in `env`.
+pub(in crate::expressions) fn compile(
+    expr: &IdedExpr,
+    env: &Arc<cel::Env>,
+) -> Option<CompiledProgram> {
+    let mut compiler = Compiler {
+        scope: Vec::new(),
+        locals: 0,
+        env,
+    };
     let root = compiler.node(expr)?;
     Some(CompiledProgram {
         root,
@@ -20,11 +34,11 @@ pub(in crate::expressions) fn compile(expr: &IdedExpr) -> Option<CompiledProgram
     })
 }
 
-#[derive(Default)]
 struct Compiler<'e> {
     /// Comprehension variables in scope, innermost last.
     scope: Vec<(&'e str, usize)>,
     locals: usize,
+    env: &'e Arc<cel::Env>,
 }
 
 fn boxed(node: Node) -> Box<Node> {
@@ -91,20 +105,6 @@ impl<'e> Compiler<'e> {
                     ),
                     (None, SIZED_FUNCTION, [site, rule, inner]) => {
                         let rule = SizeRule::from_code(int_literal(rule)?)?;
-                        // Rules of library calls the compiled evaluator does not cover.
-                        if !matches!(
-                            rule,
-                            SizeRule::Note
-                                | SizeRule::Min
-                                | SizeRule::MinOfText
-                                | SizeRule::SumOfText
-                                | SizeRule::Product
-                                | SizeRule::InList
-                                | SizeRule::Text
-                                | SizeRule::TextTwice
-                        ) {
-                            return None;
-                        }
                         Node::Sized(int_literal(site)?, rule, boxed(self.node(inner)?))
                     }
                     (None, "@budget", [inner]) => Node::Budget(boxed(self.node(inner)?)),
@@ -202,11 +202,62 @@ impl<'e> Compiler<'e> {
                     {
                         Node::AsciiCase(name == "lowerAscii", boxed(self.node(target)?))
                     }
-                    _ => return None,
+                    _ => self.library_call(expr.id, call)?,
                 }
             }
             Expr::Map(_) | Expr::Struct(_) | Expr::Unspecified => return None,
         })
+    }
+
+    /// A library call evaluated by the interpreter on operands compiled here; `None` for the
+    /// calls that charge cost from inside their implementations (they charge the
+    /// interpreter's budget) and for the evaluator's own plumbing (`@…`).
+    fn library_call(&mut self, id: u64, call: &'e CallExpr) -> Option<Node> {
+        let name = call.func_name.as_str();
+        if name.starts_with('@') || CHARGED_BY_IMPLEMENTATION.contains(&name) {
+            return None;
+        }
+        let mut operands = Vec::with_capacity(call.args.len() + 1);
+        let placeholder = |operands: &mut Vec<Node>, node: Node| {
+            let ident = Expr::Ident(LibraryCall::operand_name(operands.len()));
+            operands.push(node);
+            IdedExpr { id, expr: ident }
+        };
+        // The interpreter evaluates the arguments, then the receiver.
+        let mut args = Vec::with_capacity(call.args.len());
+        for arg in &call.args {
+            let node = self.node(arg)?;
+            args.push(placeholder(&mut operands, node));
+        }
+        let target = match call.target.as_deref() {
+            None => None,
+            Some(target)
+                if self.is_namespace(target) || self.is_function_namespace(target, name) =>
+            {
+                Some(Box::new(target.clone()))
+            }
+            Some(target) => {
+                let node = self.node(target)?;
+                Some(Box::new(placeholder(&mut operands, node)))
+            }
+        };
+        Some(Node::Library(Box::new(LibraryCall {
+            call: IdedExpr {
+                id,
+                expr: Expr::Call(CallExpr {
+                    func_name: call.func_name.clone(),
+                    target,
+                    args,
+                }),
+            },
+            operands,
+            env: Arc::clone(self.env),
+        })))
+    }
+
+    /// A receiver naming the namespace of a Kubernetes library function (`ip.isCanonical`).
+    fn is_function_namespace(&self, target: &IdedExpr, function: &str) -> bool {
+        self.names(target, "ip") && function == "isCanonical"
     }
 
     fn local(&self, name: &str) -> Option<usize> {

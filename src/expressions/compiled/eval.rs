@@ -2,9 +2,15 @@
 
 use std::cmp::Ordering;
 use std::rc::Rc;
+use std::sync::Arc;
+
+use cel::common::value::{CowVal, Val};
+use cel::context::VariableResolver;
 
 use super::value::Value;
-use super::{Arithmetic, Comparison, CompiledProgram, Fold, Node, Pattern, Quantifier, TextTest};
+use super::{
+    Arithmetic, Comparison, CompiledProgram, Fold, LibraryCall, Node, Pattern, Quantifier, TextTest,
+};
 use crate::expressions::cost::SizeRule;
 use crate::expressions::{Activation, LocalBudget};
 
@@ -293,6 +299,7 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
                     _ => return Err(Stop),
                 },
             },
+            Node::Library(call) => self.library_call(call)?,
             Node::AsciiCase(lower, inner) => {
                 let value = self.eval(inner)?;
                 let text = value.text().ok_or(Stop)?;
@@ -389,11 +396,41 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
         }
     }
 
+    /// Evaluates the operands, then the call through the interpreter; any error gives up.
+    fn library_call(&mut self, call: &'r LibraryCall) -> Step<Value<'r>> {
+        let mut operands: Vec<Box<dyn Val>> = Vec::with_capacity(call.operands.len());
+        for operand in &call.operands {
+            let value = self.eval(operand)?.to_cel().ok_or(Stop)?;
+            operands.push(value.try_into().map_err(|_| Stop)?);
+        }
+        let resolver = Operands(&operands);
+        let mut context = cel::Context::with_env(Arc::clone(&call.env));
+        context.set_variable_resolver(&resolver);
+        let result = cel::Value::resolve_val(&call.call, &context)
+            .and_then(|value| cel::Value::try_from(value.as_ref()))
+            .map_err(|_| Stop)?;
+        Ok(Value::from_cel(result))
+    }
+
     fn charge_sized(&mut self, site: i64, rule: SizeRule, value: &Value<'r>) -> Step<()> {
-        let size = value.size();
+        let size = match rule {
+            SizeRule::Traversal
+            | SizeRule::ContainsIp
+            | SizeRule::ContainsIpString
+            | SizeRule::ContainsCidr
+            | SizeRule::ContainsCidrString => {
+                let value = value.to_cel().ok_or(Stop)?;
+                crate::expressions::library::library_size(rule, &value)
+            }
+            _ => value.size(),
+        };
         let textlike = match rule {
             SizeRule::InList => value.is_list(),
-            _ => value.text().is_some(),
+            SizeRule::SelfCompare => value
+                .list_items()
+                .and_then(|mut items| items.next())
+                .is_some_and(|first| first.is_text_or_bytes()),
+            _ => value.is_text_or_bytes(),
         };
         let operand = (size.unwrap_or(1), textlike);
         match rule {
@@ -404,27 +441,28 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
                 }
                 Ok(())
             }
-            SizeRule::InList | SizeRule::Text | SizeRule::TextTwice => {
-                self.charge_cost(rule.units((0, false), operand))
-            }
-            SizeRule::Traversal
+            SizeRule::InList
+            | SizeRule::Text
+            | SizeRule::TextTwice
+            | SizeRule::Traversal
+            | SizeRule::ListAllocation
+            | SizeRule::SelfCompare => self.charge_cost(rule.units((0, false), operand)),
+            SizeRule::Min
+            | SizeRule::MinOfText
+            | SizeRule::SumOfText
+            | SizeRule::Product
             | SizeRule::ContainsIp
             | SizeRule::ContainsIpString
             | SizeRule::ContainsCidr
             | SizeRule::ContainsCidrString
             | SizeRule::SetsProduct
-            | SizeRule::SetsProductTwice
-            | SizeRule::ListAllocation
-            | SizeRule::SelfCompare => Err(Stop),
-            SizeRule::Min | SizeRule::MinOfText | SizeRule::SumOfText | SizeRule::Product => {
-                match self.noted.iter().position(|(s, _)| *s == site) {
-                    Some(at) => {
-                        let first = self.noted.swap_remove(at).1;
-                        self.charge_cost(rule.units(first, operand))
-                    }
-                    None => Ok(()),
+            | SizeRule::SetsProductTwice => match self.noted.iter().position(|(s, _)| *s == site) {
+                Some(at) => {
+                    let first = self.noted.swap_remove(at).1;
+                    self.charge_cost(rule.units(first, operand))
                 }
-            }
+                None => Ok(()),
+            },
         }
     }
 
@@ -504,6 +542,18 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
         }
         self.locals[fold.item] = Value::Null;
         Ok(Value::List(Rc::new(accumulated)))
+    }
+}
+
+/// Binds a library call's placeholders to its operands.
+struct Operands<'o>(&'o [Box<dyn Val>]);
+
+impl VariableResolver for Operands<'_> {
+    fn resolve<'b>(&'b self, variable: &str) -> Option<CowVal<'b, 'b>> {
+        let index: usize = variable.strip_prefix("@operand")?.parse().ok()?;
+        self.0
+            .get(index)
+            .map(|operand| CowVal::Borrowed(&**operand))
     }
 }
 

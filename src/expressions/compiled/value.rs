@@ -29,6 +29,9 @@ pub(super) enum Value<'r> {
     List(Rc<Vec<Value<'r>>>),
     /// An optional: `optional.none()` or `optional.of(v)`.
     Optional(Option<Rc<Value<'r>>>),
+    /// What a library call returned that has no variant here (maps, bytes, quantities, …):
+    /// only passed on to other library calls.
+    Cel(Rc<cel::Value>),
 }
 
 const _: () = assert!(std::mem::size_of::<Value<'static>>() == 16);
@@ -93,6 +96,31 @@ impl<'r> Value<'r> {
         )
     }
 
+    /// Whether this is a string or bytes (cel-go sizes some calls differently for them).
+    pub(super) fn is_text_or_bytes(&self) -> bool {
+        self.text().is_some()
+            || matches!(self, Value::Cel(value) if matches!(**value, cel::Value::Bytes(_)))
+    }
+
+    /// A value a library call returned: scalars, strings and lists in this evaluator's
+    /// variants, anything else held as it is.
+    pub(super) fn from_cel(value: cel::Value) -> Self {
+        match value {
+            cel::Value::Null => Value::Null,
+            cel::Value::Bool(b) => Value::from_bool(b),
+            cel::Value::Int(i) => Value::Int(i),
+            cel::Value::UInt(u) => Value::Uint(u),
+            cel::Value::Float(d) => Value::from_double(d),
+            cel::Value::String(text) => Value::OwnedText(Rc::new(
+                Arc::try_unwrap(text).unwrap_or_else(|text| (*text).clone()),
+            )),
+            cel::Value::List(items) => Value::List(Rc::new(
+                items.iter().cloned().map(Value::from_cel).collect(),
+            )),
+            other => Value::Cel(Rc::new(other)),
+        }
+    }
+
     /// cel-go's `actualSize`: a string's code points, a list's or map's items; `None` for
     /// values without a size.
     pub(super) fn size(&self) -> Option<u64> {
@@ -103,6 +131,11 @@ impl<'r> Value<'r> {
             Value::Json(serde_json::Value::Array(items)) => Some(items.len() as u64),
             Value::Json(serde_json::Value::Object(fields)) => Some(fields.len() as u64),
             Value::List(items) => Some(items.len() as u64),
+            Value::Cel(value) => match &**value {
+                cel::Value::Bytes(bytes) => Some(bytes.len() as u64),
+                cel::Value::Map(map) => Some(map.map.len() as u64),
+                _ => None,
+            },
             _ => None,
         }
     }
@@ -156,6 +189,7 @@ impl<'r> Value<'r> {
                 items.iter().map(Value::to_cel).collect::<Option<_>>()?,
             )),
             Value::Optional(_) => return None,
+            Value::Cel(value) => (**value).clone(),
         })
     }
 }

@@ -535,14 +535,8 @@ fn sized<'b, 'v>(mut args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Execut
         .ok_or_else(ExecutionError::missing_argument_or_target)?;
     let site = int()?;
     let kind = value.get_type().kind();
-    let size = if rule == super::cost::SizeRule::Traversal {
-        cel::Value::try_from(value.as_ref()).map_or(1, |v| traversal_cost(&v))
-    } else if rule.is_containment() {
-        // The receiver of `containsIP`/`containsCIDR`: Kubernetes' size of a CIDR, its
-        // prefix in bytes, rounded up. (Equality charges CIDRs and IPs 1, not by this size.)
-        cel::Value::try_from(value.as_ref()).map_or(1, |v| {
-            opaque::<Cidr>(&v).map_or(1, |cidr| u64::from(cidr.prefix).div_ceil(8))
-        })
+    let size = if rule == super::cost::SizeRule::Traversal || rule.is_containment() {
+        cel::Value::try_from(value.as_ref()).map_or(1, |v| library_size(rule, &v).unwrap_or(1))
     } else {
         // cel-go's `actualSize`: a string's code points, a list's or map's items; 1 otherwise.
         value
@@ -551,19 +545,34 @@ fn sized<'b, 'v>(mut args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Execut
     };
     let textlike = match rule {
         super::cost::SizeRule::InList => kind == Kind::List,
-        // Whether the list's first item is a string or bytes.
         super::cost::SizeRule::SelfCompare => {
-            cel::Value::try_from(value.as_ref()).is_ok_and(|list| match list {
-                Value::List(items) => {
-                    matches!(items.first(), Some(Value::String(_) | Value::Bytes(_)))
-                }
-                _ => false,
-            })
+            cel::Value::try_from(value.as_ref()).is_ok_and(|list| first_item_is_text(&list))
         }
         _ => matches!(kind, Kind::String | Kind::Bytes),
     };
     super::cost::charge_sized(site, rule, (size, textlike))?;
     Ok(value)
+}
+
+/// The size a Kubernetes library rule charges `value` by, where it is not cel-go's
+/// `actualSize`: a traversal's cost ([`traversal_cost`]); for the receiver of
+/// `containsIP`/`containsCIDR`, Kubernetes' size of a CIDR, its prefix in bytes, rounded up
+/// (equality charges CIDRs and IPs 1, not by this size).
+pub(crate) fn library_size(rule: super::cost::SizeRule, value: &Value) -> Option<u64> {
+    if rule == super::cost::SizeRule::Traversal {
+        Some(traversal_cost(value))
+    } else if rule.is_containment() {
+        Some(opaque::<Cidr>(value).map_or(1, |cidr| u64::from(cidr.prefix).div_ceil(8)))
+    } else {
+        None
+    }
+}
+
+/// Whether a list's first item is a string or bytes (cel-go's self-comparing list calls cost
+/// more for those).
+pub(crate) fn first_item_is_text(list: &Value) -> bool {
+    matches!(list, Value::List(items)
+        if matches!(items.first(), Some(Value::String(_) | Value::Bytes(_))))
 }
 
 /// The Kubernetes library's `traversalCost`: a tenth of a string's or bytes' length, rounded
