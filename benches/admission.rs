@@ -101,6 +101,8 @@ fn standard_set(c: &mut Criterion) {
     let native_only = portcullis::engine::Engine::load(&[native.into()]).expect("native policy");
     let vap = format!("{}/bench/fixtures/vap", env!("CARGO_MANIFEST_DIR"));
     let vap_only = portcullis::engine::Engine::load(&[vap.into()]).expect("bench VAP");
+    let library = format!("{}/bench/fixtures/vap-library", env!("CARGO_MANIFEST_DIR"));
+    let library_only = portcullis::engine::Engine::load(&[library.into()]).expect("library VAP");
     let body = std::fs::read(format!(
         "{}/tests/fixtures/bench/pod-10kb.json",
         env!("CARGO_MANIFEST_DIR")
@@ -112,6 +114,7 @@ fn standard_set(c: &mut Criterion) {
         ("standard-set", &standard),
         ("native-only", &native_only),
         ("vap-10-validations", &vap_only),
+        ("vap-library", &library_only),
     ] {
         for endpoint in [Endpoint::Validate, Endpoint::Mutate] {
             let context = EvalContext::new(endpoint);
@@ -135,6 +138,15 @@ fn standard_set(c: &mut Criterion) {
         b.iter(|| {
             black_box(
                 vap_only
+                    .evaluate(black_box(&review.request), &context)
+                    .unwrap(),
+            )
+        })
+    });
+    group.bench_function("validate/vap-library-interpreter/pod-10kb", |b| {
+        b.iter(|| {
+            black_box(
+                library_only
                     .evaluate(black_box(&review.request), &context)
                     .unwrap(),
             )
