@@ -3,10 +3,13 @@
 
 use std::sync::Arc;
 
-use cel::common::ast::{CallExpr, ComprehensionExpr, Expr, IdedExpr, LiteralValue, operators};
+use cel::common::ast::{
+    CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue, operators,
+};
 
 use super::{
-    Arithmetic, Comparison, CompiledProgram, Fold, LibraryCall, Node, Pattern, Quantifier, TextTest,
+    Arithmetic, Comparison, CompiledProgram, Fold, InterpretedPart, Node, Pattern, Quantifier,
+    TextTest,
 };
 use crate::expressions::activation::SLOTS;
 use crate::expressions::cost::{
@@ -205,7 +208,8 @@ impl<'e> Compiler<'e> {
                     _ => self.library_call(expr.id, call)?,
                 }
             }
-            Expr::Map(_) | Expr::Struct(_) | Expr::Unspecified => return None,
+            Expr::Map(_) | Expr::Struct(_) => self.literal(expr)?,
+            Expr::Unspecified => return None,
         })
     }
 
@@ -219,7 +223,7 @@ impl<'e> Compiler<'e> {
         }
         let mut operands = Vec::with_capacity(call.args.len() + 1);
         let placeholder = |operands: &mut Vec<Node>, node: Node| {
-            let ident = Expr::Ident(LibraryCall::operand_name(operands.len()));
+            let ident = Expr::Ident(InterpretedPart::operand_name(operands.len()));
             operands.push(node);
             IdedExpr { id, expr: ident }
         };
@@ -241,7 +245,7 @@ impl<'e> Compiler<'e> {
                 Some(Box::new(placeholder(&mut operands, node)))
             }
         };
-        Some(Node::Library(Box::new(LibraryCall {
+        Some(Node::Interpreted(Box::new(InterpretedPart {
             call: IdedExpr {
                 id,
                 expr: Expr::Call(CallExpr {
@@ -250,6 +254,61 @@ impl<'e> Compiler<'e> {
                     args,
                 }),
             },
+            operands,
+            env: Arc::clone(self.env),
+        })))
+    }
+
+    /// A map or message literal (`{k: v}`, `Object{spec: …}`) built by the interpreter from
+    /// its keys and values, evaluated here (constants stay in the literal); `None` with an
+    /// optional entry (`?k: v`).
+    fn literal(&mut self, expr: &'e IdedExpr) -> Option<Node> {
+        let mut operands = Vec::new();
+        let mut operand = |compiler: &mut Self, part: &'e IdedExpr| -> Option<IdedExpr> {
+            if matches!(part.expr, Expr::Literal(_)) {
+                return Some(part.clone());
+            }
+            let node = compiler.node(part)?;
+            let ident = Expr::Ident(InterpretedPart::operand_name(operands.len()));
+            operands.push(node);
+            Some(IdedExpr {
+                id: part.id,
+                expr: ident,
+            })
+        };
+        let mut rebuilt = expr.clone();
+        match (&expr.expr, &mut rebuilt.expr) {
+            (Expr::Map(map), Expr::Map(into)) => {
+                for (entry, into) in map.entries.iter().zip(&mut into.entries) {
+                    let (EntryExpr::MapEntry(entry), EntryExpr::MapEntry(into)) =
+                        (&entry.expr, &mut into.expr)
+                    else {
+                        return None;
+                    };
+                    if entry.optional {
+                        return None;
+                    }
+                    into.key = operand(self, &entry.key)?;
+                    into.value = operand(self, &entry.value)?;
+                }
+            }
+            (Expr::Struct(message), Expr::Struct(into)) => {
+                for (entry, into) in message.entries.iter().zip(&mut into.entries) {
+                    let (EntryExpr::StructField(field), EntryExpr::StructField(into)) =
+                        (&entry.expr, &mut into.expr)
+                    else {
+                        return None;
+                    };
+                    if field.optional {
+                        return None;
+                    }
+                    into.value = operand(self, &field.value)?;
+                }
+            }
+            _ => return None,
+        }
+        Some(Node::Interpreted(Box::new(InterpretedPart {
+            call: rebuilt,
             operands,
             env: Arc::clone(self.env),
         })))

@@ -9,7 +9,8 @@ use cel::context::VariableResolver;
 
 use super::value::Value;
 use super::{
-    Arithmetic, Comparison, CompiledProgram, Fold, LibraryCall, Node, Pattern, Quantifier, TextTest,
+    Arithmetic, Comparison, CompiledProgram, Fold, InterpretedPart, Node, Pattern, Quantifier,
+    TextTest,
 };
 use crate::expressions::cost::SizeRule;
 use crate::expressions::{Activation, LocalBudget};
@@ -149,7 +150,10 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
                     inner if inner.is_list() => Ok(false),
                     _ => Err(Stop),
                 },
-                _ => Err(Stop),
+                value => value
+                    .cel_map_member(field)
+                    .map(|member| member.is_some())
+                    .ok_or(Stop),
             },
             Node::HasValue(optional) => match self.eval(optional)? {
                 Value::Optional(value) => Ok(value.is_some()),
@@ -299,7 +303,7 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
                     _ => return Err(Stop),
                 },
             },
-            Node::Library(call) => self.library_call(call)?,
+            Node::Interpreted(call) => self.library_call(call)?,
             Node::AsciiCase(lower, inner) => {
                 let value = self.eval(inner)?;
                 let text = value.text().ok_or(Stop)?;
@@ -397,11 +401,14 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
     }
 
     /// Evaluates the operands, then the call through the interpreter; any error gives up.
-    fn library_call(&mut self, call: &'r LibraryCall) -> Step<Value<'r>> {
-        let mut operands: Vec<Box<dyn Val>> = Vec::with_capacity(call.operands.len());
+    fn library_call(&mut self, call: &'r InterpretedPart) -> Step<Value<'r>> {
+        let mut operands: Vec<Box<dyn Val + 'r>> = Vec::with_capacity(call.operands.len());
         for operand in &call.operands {
-            let value = self.eval(operand)?.to_cel().ok_or(Stop)?;
-            operands.push(value.try_into().map_err(|_| Stop)?);
+            operands.push(match self.eval(operand)? {
+                // The request's JSON as the interpreter binds it: read in place, not copied.
+                Value::Json(json) => crate::expressions::json_to_val(json),
+                value => value.to_cel().ok_or(Stop)?.try_into().map_err(|_| Stop)?,
+            });
         }
         let resolver = Operands(&operands);
         let mut context = cel::Context::with_env(Arc::clone(&call.env));
@@ -546,9 +553,9 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
 }
 
 /// Binds a library call's placeholders to its operands.
-struct Operands<'o>(&'o [Box<dyn Val>]);
+struct Operands<'o, 'r>(&'o [Box<dyn Val + 'r>]);
 
-impl VariableResolver for Operands<'_> {
+impl VariableResolver for Operands<'_, '_> {
     fn resolve<'b>(&'b self, variable: &str) -> Option<CowVal<'b, 'b>> {
         let index: usize = variable.strip_prefix("@operand")?.parse().ok()?;
         self.0
@@ -563,6 +570,10 @@ fn select<'r>(value: Value<'r>, field: &str) -> Step<Value<'r>> {
         Value::Json(serde_json::Value::Object(members)) => {
             members.get(field).map(Value::from_json).ok_or(Stop)
         }
+        Value::Cel(_) => match value.cel_map_member(field) {
+            Some(Some(member)) => Ok(Value::from_cel(member.clone())),
+            _ => Err(Stop),
+        },
         Value::Optional(None) => Ok(Value::Optional(None)),
         Value::Optional(Some(inner)) => match &*inner {
             Value::Json(serde_json::Value::Object(_)) => Ok(optional_field(&inner, field)),
@@ -605,6 +616,10 @@ fn index_into<'r>(operand: &Value<'r>, index: &Value<'r>) -> Step<Value<'r>> {
             let key = index.text().ok_or(Stop)?;
             fields.get(key).map(Value::from_json).ok_or(Stop)
         }
+        (Value::Cel(_), _) => match operand.cel_map_member(index.text().ok_or(Stop)?) {
+            Some(Some(member)) => Ok(Value::from_cel(member.clone())),
+            _ => Err(Stop),
+        },
         (Value::Json(serde_json::Value::Array(items)), Value::Int(i)) => usize::try_from(*i)
             .ok()
             .and_then(|i| items.get(i))
@@ -684,6 +699,10 @@ fn contains(container: &Value<'_>, element: &Value<'_>) -> Step<bool> {
         Value::Json(serde_json::Value::Object(fields)) => {
             let key = element.text().ok_or(Stop)?;
             Ok(fields.contains_key(key))
+        }
+        Value::Cel(_) => {
+            let member = container.cel_map_member(element.text().ok_or(Stop)?);
+            member.map(|member| member.is_some()).ok_or(Stop)
         }
         _ => {
             let items = container.list_items().ok_or(Stop)?;

@@ -8,11 +8,12 @@
 //! load, and values borrow the JSON ([`value::Value`]).
 //!
 //! It covers a subset, and takes the interpreter's answers as the definition:
-//! - at load, an expression with anything outside the subset (maps, `variables`,
-//!   `authorizer`, bytes literals, …) is not compiled, and the interpreter evaluates it;
-//! - a library function without an operation of its own here is called through the
-//!   interpreter on operands evaluated here ([`Node::Library`]), except those that charge cost
-//!   from inside (regexes, formats' `validate`, the authorizer's selectors);
+//! - at load, an expression with anything outside the subset (`variables`, `authorizer`,
+//!   bytes literals, …) is not compiled, and the interpreter evaluates it;
+//! - a library function without an operation of its own here, and a map or message
+//!   literal, is evaluated by the interpreter on operands evaluated here
+//!   ([`Node::Interpreted`]), except the calls that charge cost from inside (regexes,
+//!   formats' `validate`, the authorizer's selectors);
 //! - at evaluation, the compiled tree only produces values: any error, and any operation on
 //!   types it does not handle exactly as the interpreter does (mixed numeric types, equality
 //!   of lists or maps, …), gives up, and the interpreter evaluates the expression again from
@@ -145,30 +146,32 @@ enum Node {
     ToInt(Box<Node>),
     /// `s.lowerAscii()` (`true`) or `s.upperAscii()`.
     AsciiCase(bool, Box<Node>),
-    /// A library call with no operation of its own here: its operands are evaluated here and
-    /// the call itself by the interpreter.
-    Library(Box<LibraryCall>),
+    /// A library call with no operation of its own here, or a map or message literal: its
+    /// operands are evaluated here, the call or literal itself by the interpreter.
+    Interpreted(Box<InterpretedPart>),
 }
 
-/// A library call on operands bound to placeholder names ([`LibraryCall::operand_name`]).
-struct LibraryCall {
-    /// The call, its receiver (if a value) and arguments replaced by the placeholders.
+/// A call or literal on operands bound to placeholder names
+/// ([`InterpretedPart::operand_name`]).
+struct InterpretedPart {
+    /// The call or literal, its operands replaced by the placeholders.
     call: cel::common::ast::IdedExpr,
-    /// The operands, in the interpreter's order: the arguments, then a value receiver.
+    /// The operands, in the interpreter's order (a call's arguments, then a value receiver;
+    /// a literal's keys and values in turn).
     operands: Vec<Node>,
     env: std::sync::Arc<cel::Env>,
 }
 
-impl LibraryCall {
+impl InterpretedPart {
     /// The placeholder bound to operand `index`.
     fn operand_name(index: usize) -> String {
         format!("@operand{index}")
     }
 }
 
-impl std::fmt::Debug for LibraryCall {
+impl std::fmt::Debug for InterpretedPart {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LibraryCall")
+        f.debug_struct("InterpretedPart")
             .field("call", &self.call)
             .field("operands", &self.operands)
             .finish_non_exhaustive()

@@ -102,6 +102,18 @@ impl<'r> Value<'r> {
             || matches!(self, Value::Cel(value) if matches!(**value, cel::Value::Bytes(_)))
     }
 
+    /// The member `key` of a map the interpreter built, if this is one (`Some(None)`: it has
+    /// no such key).
+    pub(super) fn cel_map_member(&self, key: &str) -> Option<Option<&cel::Value>> {
+        match self {
+            Value::Cel(value) => match &**value {
+                cel::Value::Map(map) => Some(map.get(&cel::objects::KeyRef::String(key))),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// A value a library call returned: scalars, strings and lists in this evaluator's
     /// variants, anything else held as it is.
     pub(super) fn from_cel(value: cel::Value) -> Self {
