@@ -213,8 +213,8 @@ impl<'e> Compiler<'e> {
         })
     }
 
-    /// A library call evaluated by the interpreter on operands compiled here; `None` for the
-    /// calls that charge cost from inside their implementations (they charge the
+    /// A library call evaluated by the interpreter on operands compiled here;
+    /// `None` for the calls that charge cost from inside their implementations (they charge the
     /// interpreter's budget) and for the evaluator's own plumbing (`@…`).
     fn library_call(&mut self, id: u64, call: &'e CallExpr) -> Option<Node> {
         let name = call.func_name.as_str();
@@ -222,17 +222,12 @@ impl<'e> Compiler<'e> {
             return None;
         }
         let mut operands = Vec::with_capacity(call.args.len() + 1);
-        let placeholder = |operands: &mut Vec<Node>, node: Node| {
-            let ident = Expr::Ident(InterpretedPart::operand_name(operands.len()));
-            operands.push(node);
-            IdedExpr { id, expr: ident }
-        };
         // The interpreter evaluates the arguments, then the receiver.
-        let mut args = Vec::with_capacity(call.args.len());
-        for arg in &call.args {
-            let node = self.node(arg)?;
-            args.push(placeholder(&mut operands, node));
-        }
+        let args = call
+            .args
+            .iter()
+            .map(|arg| self.operand(&mut operands, arg))
+            .collect::<Option<Vec<_>>>()?;
         let target = match call.target.as_deref() {
             None => None,
             Some(target)
@@ -240,42 +235,23 @@ impl<'e> Compiler<'e> {
             {
                 Some(Box::new(target.clone()))
             }
-            Some(target) => {
-                let node = self.node(target)?;
-                Some(Box::new(placeholder(&mut operands, node)))
-            }
+            Some(target) => Some(Box::new(self.operand(&mut operands, target)?)),
         };
-        Some(Node::Interpreted(Box::new(InterpretedPart {
-            call: IdedExpr {
-                id,
-                expr: Expr::Call(CallExpr {
-                    func_name: call.func_name.clone(),
-                    target,
-                    args,
-                }),
-            },
-            operands,
-            env: Arc::clone(self.env),
-        })))
+        let call = IdedExpr {
+            id,
+            expr: Expr::Call(CallExpr {
+                func_name: call.func_name.clone(),
+                target,
+                args,
+            }),
+        };
+        Some(self.interpreted(call, operands))
     }
 
     /// A map or message literal (`{k: v}`, `Object{spec: …}`) built by the interpreter from
-    /// its keys and values, evaluated here (constants stay in the literal); `None` with an
-    /// optional entry (`?k: v`).
+    /// its keys and values, evaluated here; `None` with an optional entry (`?k: v`).
     fn literal(&mut self, expr: &'e IdedExpr) -> Option<Node> {
         let mut operands = Vec::new();
-        let mut operand = |compiler: &mut Self, part: &'e IdedExpr| -> Option<IdedExpr> {
-            if matches!(part.expr, Expr::Literal(_)) {
-                return Some(part.clone());
-            }
-            let node = compiler.node(part)?;
-            let ident = Expr::Ident(InterpretedPart::operand_name(operands.len()));
-            operands.push(node);
-            Some(IdedExpr {
-                id: part.id,
-                expr: ident,
-            })
-        };
         let mut rebuilt = expr.clone();
         match (&expr.expr, &mut rebuilt.expr) {
             (Expr::Map(map), Expr::Map(into)) => {
@@ -288,8 +264,8 @@ impl<'e> Compiler<'e> {
                     if entry.optional {
                         return None;
                     }
-                    into.key = operand(self, &entry.key)?;
-                    into.value = operand(self, &entry.value)?;
+                    into.key = self.operand(&mut operands, &entry.key)?;
+                    into.value = self.operand(&mut operands, &entry.value)?;
                 }
             }
             (Expr::Struct(message), Expr::Struct(into)) => {
@@ -302,16 +278,35 @@ impl<'e> Compiler<'e> {
                     if field.optional {
                         return None;
                     }
-                    into.value = operand(self, &field.value)?;
+                    into.value = self.operand(&mut operands, &field.value)?;
                 }
             }
             _ => return None,
         }
-        Some(Node::Interpreted(Box::new(InterpretedPart {
-            call: rebuilt,
+        Some(self.interpreted(rebuilt, operands))
+    }
+
+    /// An operand of an interpreted call or literal: a constant stays in place; anything else
+    /// is compiled into `operands` and replaced by its placeholder.
+    fn operand(&mut self, operands: &mut Vec<Node>, part: &'e IdedExpr) -> Option<IdedExpr> {
+        if matches!(part.expr, Expr::Literal(_)) {
+            return Some(part.clone());
+        }
+        let node = self.node(part)?;
+        let placeholder = Expr::Ident(InterpretedPart::operand_name(operands.len()));
+        operands.push(node);
+        Some(IdedExpr {
+            id: part.id,
+            expr: placeholder,
+        })
+    }
+
+    fn interpreted(&self, call: IdedExpr, operands: Vec<Node>) -> Node {
+        Node::Interpreted(Box::new(InterpretedPart {
+            call,
             operands,
             env: Arc::clone(self.env),
-        })))
+        }))
     }
 
     /// A receiver naming the namespace of a Kubernetes library function (`ip.isCanonical`).

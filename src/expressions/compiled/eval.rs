@@ -303,7 +303,7 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
                     _ => return Err(Stop),
                 },
             },
-            Node::Interpreted(call) => self.library_call(call)?,
+            Node::Interpreted(part) => self.interpreted(part)?,
             Node::AsciiCase(lower, inner) => {
                 let value = self.eval(inner)?;
                 let text = value.text().ok_or(Stop)?;
@@ -400,10 +400,11 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
         }
     }
 
-    /// Evaluates the operands, then the call through the interpreter; any error gives up.
-    fn library_call(&mut self, call: &'r InterpretedPart) -> Step<Value<'r>> {
-        let mut operands: Vec<Box<dyn Val + 'r>> = Vec::with_capacity(call.operands.len());
-        for operand in &call.operands {
+    /// Evaluates the operands, then the call or literal through the interpreter; any error
+    /// gives up.
+    fn interpreted(&mut self, part: &'r InterpretedPart) -> Step<Value<'r>> {
+        let mut operands: Vec<Box<dyn Val + 'r>> = Vec::with_capacity(part.operands.len());
+        for operand in &part.operands {
             operands.push(match self.eval(operand)? {
                 // The request's JSON as the interpreter binds it: read in place, not copied.
                 Value::Json(json) => crate::expressions::json_to_val(json),
@@ -411,9 +412,9 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
             });
         }
         let resolver = Operands(&operands);
-        let mut context = cel::Context::with_env(Arc::clone(&call.env));
+        let mut context = cel::Context::with_env(Arc::clone(&part.env));
         context.set_variable_resolver(&resolver);
-        let result = cel::Value::resolve_val(&call.call, &context)
+        let result = cel::Value::resolve_val(&part.call, &context)
             .and_then(|value| cel::Value::try_from(value.as_ref()))
             .map_err(|_| Stop)?;
         Ok(Value::from_cel(result))
@@ -552,7 +553,7 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
     }
 }
 
-/// Binds a library call's placeholders to its operands.
+/// Binds an interpreted part's placeholders to its operands.
 struct Operands<'o, 'r>(&'o [Box<dyn Val + 'r>]);
 
 impl VariableResolver for Operands<'_, '_> {
@@ -564,16 +565,22 @@ impl VariableResolver for Operands<'_, '_> {
     }
 }
 
+/// The member `key` of a map the interpreter built; a missing one (the interpreter's error)
+/// or another value gives up.
+fn built_map_member<'r>(map: &Value<'r>, key: &str) -> Step<Value<'r>> {
+    match map.cel_map_member(key) {
+        Some(Some(member)) => Ok(Value::from_cel(member.clone())),
+        _ => Err(Stop),
+    }
+}
+
 /// `value.field`: a map's member, the member of an optional map as an optional.
 fn select<'r>(value: Value<'r>, field: &str) -> Step<Value<'r>> {
     match value {
         Value::Json(serde_json::Value::Object(members)) => {
             members.get(field).map(Value::from_json).ok_or(Stop)
         }
-        Value::Cel(_) => match value.cel_map_member(field) {
-            Some(Some(member)) => Ok(Value::from_cel(member.clone())),
-            _ => Err(Stop),
-        },
+        Value::Cel(_) => built_map_member(&value, field),
         Value::Optional(None) => Ok(Value::Optional(None)),
         Value::Optional(Some(inner)) => match &*inner {
             Value::Json(serde_json::Value::Object(_)) => Ok(optional_field(&inner, field)),
@@ -616,10 +623,7 @@ fn index_into<'r>(operand: &Value<'r>, index: &Value<'r>) -> Step<Value<'r>> {
             let key = index.text().ok_or(Stop)?;
             fields.get(key).map(Value::from_json).ok_or(Stop)
         }
-        (Value::Cel(_), _) => match operand.cel_map_member(index.text().ok_or(Stop)?) {
-            Some(Some(member)) => Ok(Value::from_cel(member.clone())),
-            _ => Err(Stop),
-        },
+        (Value::Cel(_), _) => built_map_member(operand, index.text().ok_or(Stop)?),
         (Value::Json(serde_json::Value::Array(items)), Value::Int(i)) => usize::try_from(*i)
             .ok()
             .and_then(|i| items.get(i))
