@@ -46,15 +46,40 @@ pub(super) fn str_list<'a>(object: &'a Value, key: &str) -> impl Iterator<Item =
         .map(|value| value.as_str().unwrap_or(""))
 }
 
-/// A pod (or pod template): its metadata and its spec.
+/// How many containers' security contexts a [`PodView`] keeps at hand (without allocating);
+/// those of further containers are looked up on each read.
+const KEPT_CONTEXTS: usize = 16;
+
+/// A pod (or pod template): its metadata and its spec, with what every check reads (the
+/// container lists and the security contexts) looked up once.
 pub(super) struct PodView<'a> {
     metadata: &'a Value,
     spec: &'a Value,
+    security_context: Option<&'a Value>,
+    /// Init containers, containers and ephemeral containers.
+    lists: [&'a [Value]; 3],
+    /// The first containers' `securityContext`s, in visiting order.
+    contexts: [Option<&'a Value>; KEPT_CONTEXTS],
 }
 
 impl<'a> PodView<'a> {
     pub fn new(metadata: &'a Value, spec: &'a Value) -> Self {
-        PodView { metadata, spec }
+        let lists = [
+            list(spec, "initContainers"),
+            list(spec, "containers"),
+            list(spec, "ephemeralContainers"),
+        ];
+        let mut contexts = [None; KEPT_CONTEXTS];
+        for (kept, json) in contexts.iter_mut().zip(lists.iter().copied().flatten()) {
+            *kept = field(json, "securityContext");
+        }
+        PodView {
+            metadata,
+            spec,
+            security_context: field(spec, "securityContext"),
+            lists,
+            contexts,
+        }
     }
 
     /// The PodSpec.
@@ -64,7 +89,7 @@ impl<'a> PodView<'a> {
 
     /// `spec.securityContext`, when set.
     pub fn security_context(&self) -> Option<&'a Value> {
-        field(self.spec, "securityContext")
+        self.security_context
     }
 
     /// A field of `spec.securityContext`, when both are set.
@@ -75,12 +100,19 @@ impl<'a> PodView<'a> {
 
     /// Every container in upstream's visiting order: init containers, containers, then
     /// ephemeral containers.
-    pub fn containers(&self) -> impl Iterator<Item = ContainerView<'a>> {
-        let spec = self.spec;
-        ["initContainers", "containers", "ephemeralContainers"]
-            .into_iter()
-            .flat_map(move |key| list(spec, key))
-            .map(ContainerView)
+    pub fn containers(&self) -> impl Iterator<Item = ContainerView<'a>> + '_ {
+        self.lists
+            .iter()
+            .copied()
+            .flatten()
+            .enumerate()
+            .map(|(position, json)| ContainerView {
+                json,
+                security_context: match self.contexts.get(position) {
+                    Some(kept) => *kept,
+                    None => field(json, "securityContext"),
+                },
+            })
     }
 
     /// `spec.volumes`.
@@ -120,22 +152,25 @@ impl<'a> PodView<'a> {
 
 /// One container (init, regular or ephemeral).
 #[derive(Clone, Copy)]
-pub(super) struct ContainerView<'a>(&'a Value);
+pub(super) struct ContainerView<'a> {
+    json: &'a Value,
+    security_context: Option<&'a Value>,
+}
 
 impl<'a> ContainerView<'a> {
     /// The container's name (`""` when unset).
     pub fn name(self) -> &'a str {
-        str_field(self.0, "name")
+        str_field(self.json, "name")
     }
 
     /// The container's JSON.
     pub fn json(self) -> &'a Value {
-        self.0
+        self.json
     }
 
     /// `securityContext`, when set.
     pub fn security_context(self) -> Option<&'a Value> {
-        field(self.0, "securityContext")
+        self.security_context
     }
 
     /// A field of `securityContext`, when both are set.
@@ -187,6 +222,29 @@ mod tests {
         let pod = PodView::new(&metadata, &spec);
         let names: Vec<_> = pod.containers().map(ContainerView::name).collect();
         assert_eq!(names, ["i", "c1", "", "e"]);
+    }
+
+    #[test]
+    fn reads_security_contexts_past_the_kept_ones() {
+        let containers: Vec<Value> = (0..KEPT_CONTEXTS + 4)
+            .map(
+                |i| json!({"name": format!("c{i}"), "securityContext": {"privileged": i % 3 == 0}}),
+            )
+            .collect();
+        let spec = json!({"initContainers": [{"name": "i"}], "containers": containers});
+        let metadata = json!({});
+        let pod = PodView::new(&metadata, &spec);
+        let read: Vec<_> = pod
+            .containers()
+            .map(|c| {
+                c.security_context_field("privileged")
+                    .and_then(Value::as_bool)
+            })
+            .collect();
+        let expected: Vec<_> = std::iter::once(None)
+            .chain((0..KEPT_CONTEXTS + 4).map(|i| Some(i % 3 == 0)))
+            .collect();
+        assert_eq!(read, expected);
     }
 
     #[test]

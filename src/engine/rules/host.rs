@@ -20,13 +20,14 @@ impl HostRule {
     fn allowed_host_path(&self, path: &str) -> bool {
         self.rules.allowed_host_paths.iter().any(|prefix| {
             let prefix = prefix.trim_end_matches('/');
-            path == prefix || path.starts_with(&format!("{prefix}/"))
+            path.strip_prefix(prefix)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
         })
     }
 
     /// Reports each use of the host the rule forbids.
     pub fn check(&self, view: &View<'_>, findings: &mut Vec<Finding>) {
-        let Some((spec, spec_path)) = view.pod_spec() else {
+        let Some(spec) = view.pod_spec() else {
             return;
         };
         if self.rules.forbid_namespaces {
@@ -37,7 +38,7 @@ impl HostRule {
             ] {
                 if spec.get(field).and_then(Value::as_bool) == Some(true) {
                     findings.push((
-                        format!("{spec_path}.{field}"),
+                        format!("{}.{field}", view.pod_spec_path()),
                         format!("sharing the host {namespace} namespace is not allowed"),
                     ));
                 }
@@ -53,7 +54,7 @@ impl HostRule {
                             format!("{}.ports[{i}].hostPort", container.path()),
                             format!(
                                 "container {:?} must not use host port {host_port}",
-                                container.name
+                                container.name()
                             ),
                         ));
                     }
@@ -70,7 +71,7 @@ impl HostRule {
                 if !self.allowed_host_path(path) {
                     let name = volume.get("name").and_then(Value::as_str).unwrap_or("");
                     findings.push((
-                        format!("{spec_path}.volumes[{i}].hostPath"),
+                        format!("{}.volumes[{i}].hostPath", view.pod_spec_path()),
                         format!("volume {name:?} must not mount host path {path:?}"),
                     ));
                 }

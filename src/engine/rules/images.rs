@@ -1,3 +1,5 @@
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use super::{ALL_CONTAINERS, Finding, View};
@@ -16,7 +18,7 @@ pub struct ImageReference<'a> {
     pub registry: &'a str,
     /// Registry and repository, normalised the way the container runtime resolves them
     /// (`docker.io/library/nginx`).
-    pub repository: String,
+    pub repository: Cow<'a, str>,
     /// The tag, if any.
     pub tag: Option<&'a str>,
     /// Whether the reference carries a digest.
@@ -40,11 +42,11 @@ pub fn parse_image(image: &str) -> ImageReference<'_> {
     let has_registry =
         path.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
     let (registry, repository) = if has_registry {
-        (first, path.to_owned())
+        (first, Cow::Borrowed(path))
     } else if path.contains('/') {
-        ("docker.io", format!("docker.io/{path}"))
+        ("docker.io", Cow::Owned(format!("docker.io/{path}")))
     } else {
-        ("docker.io", format!("docker.io/library/{path}"))
+        ("docker.io", Cow::Owned(format!("docker.io/library/{path}")))
     };
     ImageReference {
         registry,
@@ -70,12 +72,15 @@ impl ImageRule {
             };
             let reference = parse_image(image);
             let path = || format!("{}.image", container.path());
-            let name = container.name;
+            let name = container.name();
             if !self.rules.allowed_registries.is_empty()
                 && !self.rules.allowed_registries.iter().any(|allowed| {
                     let allowed = allowed.trim_end_matches('/');
                     reference.registry == allowed
-                        || reference.repository.starts_with(&format!("{allowed}/"))
+                        || reference
+                            .repository
+                            .strip_prefix(allowed)
+                            .is_some_and(|rest| rest.starts_with('/'))
                 })
             {
                 findings.push((
@@ -152,7 +157,7 @@ mod tests {
             assert_eq!(
                 (
                     parsed.registry,
-                    parsed.repository.as_str(),
+                    parsed.repository.as_ref(),
                     parsed.tag,
                     parsed.digest
                 ),

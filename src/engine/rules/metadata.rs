@@ -43,15 +43,15 @@ impl RequiredMetadataRule {
             "annotation"
         };
         for (key, regex) in &self.entries {
-            let path = format!("{}metadata.{}[{key:?}]", view.display, self.field);
+            let path = || format!("{}metadata.{}[{key:?}]", view.display, self.field);
             match values.and_then(|v| v.get(key)).and_then(Value::as_str) {
-                None => findings.push((path, format!("{noun} {key:?} is required"))),
+                None => findings.push((path(), format!("{noun} {key:?} is required"))),
                 Some(value) => {
                     if let Some(regex) = regex
                         && !regex.is_match(value)
                     {
                         findings.push((
-                            path,
+                            path(),
                             format!("{noun} {key:?} must match {}", regex.as_str()),
                         ));
                     }

@@ -10,8 +10,6 @@ mod probes;
 mod quantity;
 mod resources;
 
-use std::rc::Rc;
-
 use serde_json::Value;
 
 use super::matching::MatchedView;
@@ -80,9 +78,9 @@ impl<'a> View<'a> {
         }
     }
 
-    /// The pod spec and its display path, if this view has one.
-    pub fn pod_spec(&self) -> Option<(&'a Value, String)> {
-        let (path, display) = self.pod_spec.as_ref()?;
+    /// The pod spec, if this view has one.
+    pub fn pod_spec(&self) -> Option<&'a Value> {
+        let (path, _) = self.pod_spec.as_ref()?;
         let mut node = self.root;
         for segment in path {
             let PathSegment::Key(key) = segment else {
@@ -90,53 +88,64 @@ impl<'a> View<'a> {
             };
             node = node.get(key)?;
         }
-        node.is_object()
-            .then(|| (node, format!("{}{display}", self.display)))
+        node.is_object().then_some(node)
     }
 
-    /// Every container of the pod spec with its list name, index and display path.
-    pub fn containers(&self, lists: &[&'static str]) -> Vec<Container<'a>> {
-        let Some((spec, spec_display)) = self.pod_spec() else {
-            return Vec::new();
-        };
-        let spec_display: Rc<str> = spec_display.into();
-        let mut out = Vec::new();
-        for list in lists {
-            let Some(items) = spec.get(list).and_then(Value::as_array) else {
-                continue;
-            };
-            for (index, value) in items.iter().enumerate() {
-                out.push(Container {
+    /// The pod spec's display path (`spec`, `spec.template.spec`), written out for findings
+    /// only.
+    pub fn pod_spec_path(&self) -> String {
+        let display = self.pod_spec.as_ref().map_or("", |(_, display)| display);
+        format!("{}{display}", self.display)
+    }
+
+    /// Every container of the pod spec in `lists`, with its list name and index.
+    pub fn containers<'v>(
+        &'v self,
+        lists: &'static [&'static str],
+    ) -> impl Iterator<Item = Container<'a, 'v>> {
+        let spec = self.pod_spec();
+        lists.iter().flat_map(move |list| {
+            spec.and_then(|spec| spec.get(*list))
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .map(move |(index, value)| Container {
                     value,
-                    spec_display: Rc::clone(&spec_display),
+                    view: self,
                     list,
                     index,
-                    name: value.get("name").and_then(Value::as_str).unwrap_or(""),
-                });
-            }
-        }
-        out
+                })
+        })
     }
 }
 
 /// A container in a view.
-#[derive(Debug, Clone)]
-pub struct Container<'a> {
+#[derive(Debug, Clone, Copy)]
+pub struct Container<'a, 'v> {
     /// The container.
     pub value: &'a Value,
-    /// The pod spec's display path, its list and its index in it (see [`Container::path`]).
-    spec_display: Rc<str>,
+    /// The view it is in, its list and its index in it (see [`Container::path`]).
+    view: &'v View<'a>,
     list: &'static str,
     index: usize,
-    /// Its name.
-    pub name: &'a str,
 }
 
-impl Container<'_> {
+impl<'a> Container<'a, '_> {
+    /// Its name (`""` when unset).
+    pub fn name(&self) -> &'a str {
+        self.value.get("name").and_then(Value::as_str).unwrap_or("")
+    }
+
     /// Its display path, e.g. `spec.template.spec.containers[0]` (written out for findings
     /// only).
     pub fn path(&self) -> String {
-        format!("{}.{}[{}]", self.spec_display, self.list, self.index)
+        format!(
+            "{}.{}[{}]",
+            self.view.pod_spec_path(),
+            self.list,
+            self.index
+        )
     }
 }
 

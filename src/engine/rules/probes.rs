@@ -29,7 +29,10 @@ impl ProbeRule {
                 if container.value.get(field).is_none_or(|v| v.is_null()) {
                     findings.push((
                         format!("{}.{field}", container.path()),
-                        format!("container {:?} must define a {probe} probe", container.name),
+                        format!(
+                            "container {:?} must define a {probe} probe",
+                            container.name()
+                        ),
                     ));
                 }
             }

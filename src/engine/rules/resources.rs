@@ -48,10 +48,12 @@ impl ResourceRule {
     /// Reports each container that lacks or exceeds what the rule says.
     pub fn check(&self, view: &View<'_>, findings: &mut Vec<Finding>) {
         for container in view.containers(&RESOURCED_CONTAINERS) {
-            let name = container.name;
-            let section = |kind: &str| container.value.get("resources").and_then(|r| r.get(kind));
+            let name = container.name();
+            let resources = container.value.get("resources");
+            let requests = resources.and_then(|r| r.get("requests"));
+            let limits = resources.and_then(|r| r.get("limits"));
             let quantity = |kind: &str, resource: &str| {
-                section(kind)
+                if kind == "requests" { requests } else { limits }
                     .and_then(|s| s.get(resource))
                     .map(|v| match v {
                         Value::String(s) => Cow::Borrowed(s.as_str()),
