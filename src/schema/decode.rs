@@ -67,18 +67,18 @@ pub fn check_decode(schema: &Schema, object: &Value) -> Result<(), DecodeError> 
     if schema.origin() != Origin::BuiltIn {
         return Ok(());
     }
-    let mut walker = Walker {
-        schema,
-        path: Vec::new(),
-    };
+    let walker = Walker { schema };
     match walker.value(object, &schema.root_node()) {
         Ok(()) => Ok(()),
-        Err((message, path)) => Err(DecodeError {
-            kind: schema.gvk().kind.clone(),
-            version: schema.gvk().version.clone(),
-            message,
-            path,
-        }),
+        Err(broken) => {
+            let (message, path) = broken.describe();
+            Err(DecodeError {
+                kind: schema.gvk().kind.clone(),
+                version: schema.gvk().version.clone(),
+                message,
+                path,
+            })
+        }
     }
 }
 
@@ -91,11 +91,11 @@ pub fn check_object(gvk: &GroupVersionKind, object: &Value) -> Result<(), Decode
     }
 }
 
-/// The decoder's walk: where it is, from which an error's context (the innermost struct, the
-/// field names) and path are written out.
-struct Walker<'s, 'v> {
+/// The decoder's walk. Nothing is recorded on the way down: a failure collects the steps to
+/// it as it returns, from which the error's context (the innermost struct, the field names)
+/// and path are written out.
+struct Walker<'s> {
     schema: &'s Schema,
-    path: Vec<Step<'s, 'v>>,
 }
 
 /// One step of a JSON path.
@@ -106,7 +106,43 @@ enum Step<'s, 'v> {
     Index(usize),
 }
 
-type Failure = (String, String);
+/// What the decoder refused, before its context is known.
+enum Problem<'s> {
+    /// `json: cannot unmarshal <what> into … of type <go type>`.
+    Type { what: String, go_type: &'s str },
+    /// A type's own decoder's message, without context.
+    Plain(String),
+}
+
+/// A failure and the steps from it back to the root (innermost first).
+struct Broken<'s, 'v> {
+    problem: Problem<'s>,
+    steps: Vec<Step<'s, 'v>>,
+}
+
+type Walked<'s, 'v> = Result<(), Box<Broken<'s, 'v>>>;
+
+fn type_error<'s, 'v>(what: String, go_type: &'s str) -> Walked<'s, 'v> {
+    Err(Box::new(Broken {
+        problem: Problem::Type { what, go_type },
+        steps: Vec::new(),
+    }))
+}
+
+fn plain_error<'s, 'v>(message: String) -> Walked<'s, 'v> {
+    Err(Box::new(Broken {
+        problem: Problem::Plain(message),
+        steps: Vec::new(),
+    }))
+}
+
+/// Adds the step through which a failure was reached.
+fn through<'s, 'v>(walked: Walked<'s, 'v>, step: Step<'s, 'v>) -> Walked<'s, 'v> {
+    walked.map_err(|mut broken| {
+        broken.steps.push(step);
+        broken
+    })
+}
 
 /// What `encoding/json` calls a JSON value in `cannot unmarshal <what>`.
 fn what(value: &Value) -> String {
@@ -128,11 +164,13 @@ fn integer(number: &serde_json::Number) -> Option<i128> {
         .or_else(|| number.as_u64().map(i128::from))
 }
 
-impl<'s, 'v> Walker<'s, 'v> {
-    /// The JSON path walked to (`spec.containers[0].image`, `metadata.labels["app"]`).
-    fn path(&self) -> String {
+impl Broken<'_, '_> {
+    /// The decoder's message and the JSON path (`spec.containers[0].image`,
+    /// `metadata.labels["app"]`).
+    fn describe(&self) -> (String, String) {
+        let root_first = || self.steps.iter().rev();
         let mut path = String::new();
-        for step in &self.path {
+        for step in root_first() {
             match step {
                 Step::Field(_, field) => {
                     if !path.is_empty() {
@@ -144,37 +182,37 @@ impl<'s, 'v> Walker<'s, 'v> {
                 Step::Index(index) => path.push_str(&format!("[{index}]")),
             }
         }
-        path
-    }
-
-    fn type_error(&self, what: String, go_type: &str) -> Failure {
-        // Go's decoder names the innermost struct and the JSON names of the fields on the way
-        // (those of embedded structs included), without keys or indices.
-        let mut innermost = None;
-        let mut fields = Vec::new();
-        for step in &self.path {
-            if let Step::Field(strukt, field) = step {
-                innermost = Some(*strukt);
-                fields.extend(field.embedded_in.iter().map(String::as_str));
-                fields.push(field.name.as_str());
+        let message = match &self.problem {
+            Problem::Plain(message) => message.clone(),
+            Problem::Type { what, go_type } => {
+                // Go's decoder names the innermost struct and the JSON names of the fields on
+                // the way (those of embedded structs included), without keys or indices.
+                let mut innermost = None;
+                let mut fields = Vec::new();
+                for step in root_first() {
+                    if let Step::Field(strukt, field) = step {
+                        innermost = Some(*strukt);
+                        fields.extend(field.embedded_in.iter().map(String::as_str));
+                        fields.push(field.name.as_str());
+                    }
+                }
+                match innermost {
+                    None => {
+                        format!("json: cannot unmarshal {what} into Go value of type {go_type}")
+                    }
+                    Some(strukt) => format!(
+                        "json: cannot unmarshal {what} into Go struct field {strukt}.{} of type {go_type}",
+                        fields.join(".")
+                    ),
+                }
             }
-        }
-        let message = match innermost {
-            None => format!("json: cannot unmarshal {what} into Go value of type {go_type}"),
-            Some(strukt) => format!(
-                "json: cannot unmarshal {what} into Go struct field {strukt}.{} of type {go_type}",
-                fields.join(".")
-            ),
         };
-        (message, self.path())
+        (message, path)
     }
+}
 
-    /// An error from a type's own decoder, which calls the standard library without context.
-    fn plain_error(&self, message: String) -> Failure {
-        (message, self.path())
-    }
-
-    fn value(&mut self, value: &'v Value, node: &'s Node) -> Result<(), Failure> {
+impl<'s> Walker<'s> {
+    fn value<'v>(&self, value: &'v Value, node: &'s Node) -> Walked<'s, 'v> {
         if value.is_null() {
             return Ok(());
         }
@@ -182,32 +220,32 @@ impl<'s, 'v> Walker<'s, 'v> {
             NodeKind::Any => Ok(()),
             NodeKind::String => match value {
                 Value::String(_) => Ok(()),
-                _ => Err(self.type_error(what(value), &node.go_type)),
+                _ => type_error(what(value), &node.go_type),
             },
             // A []byte is a base64 string; the base64 decoder's error carries no context.
             NodeKind::Bytes => match value {
                 Value::String(s) => match base64_error(s.as_bytes()) {
                     None => Ok(()),
                     Some(offset) => {
-                        Err(self.plain_error(format!("illegal base64 data at input byte {offset}")))
+                        plain_error(format!("illegal base64 data at input byte {offset}"))
                     }
                 },
-                _ => Err(self.type_error(what(value), &node.go_type)),
+                _ => type_error(what(value), &node.go_type),
             },
             NodeKind::Boolean => match value {
                 Value::Bool(_) => Ok(()),
-                _ => Err(self.type_error(what(value), &node.go_type)),
+                _ => type_error(what(value), &node.go_type),
             },
             NodeKind::Number => match value {
                 Value::Number(_) => Ok(()),
-                _ => Err(self.type_error(what(value), &node.go_type)),
+                _ => type_error(what(value), &node.go_type),
             },
             NodeKind::Integer(int) => match value {
                 Value::Number(n) => match integer(n) {
                     Some(i) if int.fits(i) => Ok(()),
-                    _ => Err(self.type_error(format!("number {n}"), &node.go_type)),
+                    _ => type_error(format!("number {n}"), &node.go_type),
                 },
-                _ => Err(self.type_error(what(value), &node.go_type)),
+                _ => type_error(what(value), &node.go_type),
             },
             // IntOrString decodes a non-string into its int32, Time decodes into a string;
             // the decoder adds its field context to their errors.
@@ -215,17 +253,18 @@ impl<'s, 'v> Walker<'s, 'v> {
                 Value::String(_) => Ok(()),
                 Value::Number(n) => match integer(n) {
                     Some(i) if IntKind::I32.fits(i) => Ok(()),
-                    _ => Err(self.type_error(format!("number {n}"), "int32")),
+                    _ => type_error(format!("number {n}"), "int32"),
                 },
-                _ => Err(self.type_error(what(value), "int32")),
+                _ => type_error(what(value), "int32"),
             },
             // Time's own parse errors carry no context; MicroTime's layout is not checked.
             NodeKind::Time => match value {
-                Value::String(s) if node.go_type == "v1.Time" => {
-                    check_time(s).map_err(|message| self.plain_error(message))
-                }
+                Value::String(s) if node.go_type == "v1.Time" => match check_time(s) {
+                    Ok(()) => Ok(()),
+                    Err(message) => plain_error(message),
+                },
                 Value::String(_) => Ok(()),
-                _ => Err(self.type_error(what(value), "string")),
+                _ => type_error(what(value), "string"),
             },
             // Quantity's decoder parses a string's contents, or else the raw JSON text; its
             // errors carry no field context.
@@ -236,11 +275,14 @@ impl<'s, 'v> Walker<'s, 'v> {
                     Value::Bool(b) => check_quantity(&b.to_string()),
                     _ => Err(QuantityError::FormatWrong),
                 };
-                checked.map_err(|error| self.plain_error(error.message().to_owned()))
+                match checked {
+                    Ok(()) => Ok(()),
+                    Err(error) => plain_error(error.message().to_owned()),
+                }
             }
             NodeKind::Object(index) => {
                 let Value::Object(map) = value else {
-                    return Err(self.type_error(what(value), &node.go_type));
+                    return type_error(what(value), &node.go_type);
                 };
                 let object = self.schema.object(*index);
                 for (key, child) in map {
@@ -248,34 +290,28 @@ impl<'s, 'v> Walker<'s, 'v> {
                     let Some(field) = object.field(key) else {
                         continue;
                     };
-                    self.path.push(Step::Field(&object.go_name, field));
-                    let result = self.value(child, &field.node);
-                    self.path.pop();
-                    result?;
+                    through(
+                        self.value(child, &field.node),
+                        Step::Field(&object.go_name, field),
+                    )?;
                 }
                 Ok(())
             }
             NodeKind::Map { values, .. } => {
                 let Value::Object(map) = value else {
-                    return Err(self.type_error(what(value), &node.go_type));
+                    return type_error(what(value), &node.go_type);
                 };
                 for (key, child) in map {
-                    self.path.push(Step::Key(key));
-                    let result = self.value(child, values);
-                    self.path.pop();
-                    result?;
+                    through(self.value(child, values), Step::Key(key))?;
                 }
                 Ok(())
             }
             NodeKind::List { items, .. } => {
                 let Value::Array(list) = value else {
-                    return Err(self.type_error(what(value), &node.go_type));
+                    return type_error(what(value), &node.go_type);
                 };
                 for (index, child) in list.iter().enumerate() {
-                    self.path.push(Step::Index(index));
-                    let result = self.value(child, items);
-                    self.path.pop();
-                    result?;
+                    through(self.value(child, items), Step::Index(index))?;
                 }
                 Ok(())
             }
