@@ -320,6 +320,39 @@ fn edge_cases_agree_with_the_interpreter() {
         ),
         ("object.spec.containers.all(c, c.name)", None),
         ("[1, 2, 3].all(x, x < 3)", Some(json!(false))),
+        // Lookups read more than once are remembered: per item in a comprehension (an item's
+        // remembered absence or presence must not leak into the next), per evaluation from
+        // `object`.
+        (
+            "object.spec.containers.exists(c, has(c.env) && c.env.size() == 1)",
+            Some(json!(true)),
+        ),
+        (
+            "object.spec.containers.all(c, has(c.ports) && c.ports.size() == 1)",
+            Some(json!(false)),
+        ),
+        (
+            "object.spec.containers.all(c, has(c.image) && object.spec.containers.exists(d, has(d.image) && d.image == c.image))",
+            Some(json!(true)),
+        ),
+        (
+            "has(object.spec.replicas) && object.spec.replicas == 3",
+            Some(json!(true)),
+        ),
+        (
+            "has(object.spec.nothing) && object.spec.nothing == null",
+            Some(json!(true)),
+        ),
+        (
+            "has(object.spec.missing) || object.spec.replicas > 1",
+            Some(json!(true)),
+        ),
+        ("has(object.spec.missing) ? 1 : object.spec.missing", None),
+        ("has(object.spec.empty.x) || object.spec.empty.x", None),
+        (
+            "has(object.spec.containers) && object.spec.containers.size() == 2 && object.spec.containers[0].name == 'a'",
+            Some(json!(true)),
+        ),
     ];
     let mut compiled = 0;
     for (source, expected) in cases {

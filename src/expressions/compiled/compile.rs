@@ -30,10 +30,12 @@ pub(in crate::expressions) fn compile(
         locals: 0,
         env,
     };
-    let root = compiler.node(expr)?;
+    let mut root = compiler.node(expr)?;
+    let memos = super::memo::memoize(&mut root, compiler.locals);
     Some(CompiledProgram {
         root,
         locals: compiler.locals,
+        memos,
     })
 }
 

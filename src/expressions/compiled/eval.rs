@@ -7,6 +7,7 @@ use std::sync::Arc;
 use cel::common::value::{CowVal, Val};
 use cel::context::VariableResolver;
 
+use super::memo::MemoChain;
 use super::value::Value;
 use super::{
     Arithmetic, Comparison, CompiledProgram, Fold, InterpretedPart, Node, Pattern, Quantifier,
@@ -75,9 +76,19 @@ pub(in crate::expressions) fn run(
         spilled.resize(program.locals, Value::Null);
         &mut spilled[..]
     };
+    let mut inline_memos: [Memo<'_>; INLINE_MEMOS] = [Memo::Unknown; INLINE_MEMOS];
+    let mut spilled_memos = Vec::new();
+    let memos = if program.memos.count <= INLINE_MEMOS {
+        &mut inline_memos[..program.memos.count]
+    } else {
+        spilled_memos.resize(program.memos.count, Memo::Unknown);
+        &mut spilled_memos[..]
+    };
     let mut frame = Frame {
         activation,
         locals,
+        memos,
+        resets: &program.memos.resets,
         noted: Vec::new(),
         budget,
         cancelled: None,
@@ -93,9 +104,23 @@ pub(in crate::expressions) fn run(
     outcome
 }
 
+/// Memo slots kept on the stack (more are allocated).
+const INLINE_MEMOS: usize = 16;
+
+/// A remembered lookup of a member of a JSON object.
+#[derive(Debug, Clone, Copy)]
+enum Memo<'r> {
+    Unknown,
+    Absent,
+    Present(&'r serde_json::Value),
+}
+
 struct Frame<'r, 'a, 'b, 'l> {
     activation: &'r Activation<'a>,
     locals: &'l mut [Value<'r>],
+    memos: &'l mut [Memo<'r>],
+    /// By frame position, the memo slots that binding it forgets.
+    resets: &'r [Box<[usize]>],
     /// The first operands' sizes of two-operand sized calls being evaluated, by site.
     noted: Vec<(i64, (u64, bool))>,
     budget: &'b mut LocalBudget,
@@ -140,21 +165,11 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
                 Value::Bool(b) => Ok(b.get()),
                 _ => Err(Stop),
             },
-            Node::Has(operand, field) => match self.eval(operand)? {
-                Value::Json(serde_json::Value::Object(fields)) => Ok(fields.contains_key(&**field)),
-                Value::Optional(None) => Ok(false),
-                Value::Optional(Some(inner)) => match &*inner {
-                    Value::Json(serde_json::Value::Object(fields)) => {
-                        Ok(fields.contains_key(&**field))
-                    }
-                    inner if inner.is_list() => Ok(false),
-                    _ => Err(Stop),
-                },
-                value => value
-                    .cel_map_member(field)
-                    .map(|member| member.is_some())
-                    .ok_or(Stop),
-            },
+            Node::Has(operand, field) => {
+                let operand = self.eval(operand)?;
+                has_member(operand, field)
+            }
+            Node::MemoHas(chain) => self.memo_has(chain),
             Node::HasValue(optional) => match self.eval(optional)? {
                 Value::Optional(value) => Ok(value.is_some()),
                 _ => Err(Stop),
@@ -239,7 +254,9 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
                 }
                 value
             }
+            Node::MemoSelect(chain) => self.memo_prefix(chain, chain.fields.len())?,
             Node::Has(..)
+            | Node::MemoHas(..)
             | Node::And(..)
             | Node::Or(..)
             | Node::Not(..)
@@ -474,6 +491,82 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
         }
     }
 
+    /// Binds a comprehension's item, forgetting the lookups remembered from the previous one.
+    fn bind(&mut self, position: usize, item: Value<'r>) {
+        self.locals[position] = item;
+        for &slot in self.resets.get(position).into_iter().flatten() {
+            self.memos[slot] = Memo::Unknown;
+        }
+    }
+
+    /// The value of `chain`'s first `length` fields selected from its root (the root itself
+    /// for 0), from the longest remembered prefix on; lookups with a slot are remembered.
+    fn memo_prefix(&mut self, chain: &'r MemoChain, length: usize) -> Step<Value<'r>> {
+        let mut start = 0;
+        let mut value = None;
+        for known in (1..=length).rev() {
+            if let Some(slot) = chain.memos[known - 1] {
+                match self.memos[slot] {
+                    Memo::Present(json) => {
+                        start = known;
+                        value = Some(Value::from_json(json));
+                        break;
+                    }
+                    Memo::Absent => return Err(Stop),
+                    Memo::Unknown => {}
+                }
+            }
+        }
+        let mut value = match value {
+            Some(value) => value,
+            None => self.eval(&chain.root)?,
+        };
+        for index in start..length {
+            let field = &*chain.fields[index];
+            value = match (chain.memos[index], &value) {
+                (Some(slot), Value::Json(json @ serde_json::Value::Object(_))) => {
+                    let json: &'r serde_json::Value = json;
+                    match json.get(field) {
+                        Some(member) => {
+                            self.memos[slot] = Memo::Present(member);
+                            Value::from_json(member)
+                        }
+                        None => {
+                            self.memos[slot] = Memo::Absent;
+                            return Err(Stop);
+                        }
+                    }
+                }
+                _ => select(value, field)?,
+            };
+        }
+        Ok(value)
+    }
+
+    /// `has(chain)`: the last field's presence, remembered when it has a slot.
+    fn memo_has(&mut self, chain: &'r MemoChain) -> Step<bool> {
+        let last = chain.fields.len() - 1;
+        let slot = chain.memos[last];
+        if let Some(slot) = slot {
+            match self.memos[slot] {
+                Memo::Present(_) => return Ok(true),
+                Memo::Absent => return Ok(false),
+                Memo::Unknown => {}
+            }
+        }
+        let parent = self.memo_prefix(chain, last)?;
+        let field = &*chain.fields[last];
+        match (slot, &parent) {
+            (Some(slot), Value::Json(json @ serde_json::Value::Object(_))) => {
+                let json: &'r serde_json::Value = json;
+                let member = json.get(field);
+                self.memos[slot] = member.map_or(Memo::Absent, Memo::Present);
+                Ok(member.is_some())
+            }
+            _ => has_member(parent, field),
+        }
+    }
+
     fn fold(&mut self, fold: &'r Fold) -> Step<Value<'r>> {
         let init = self.eval(&fold.init)?;
         let range = self.eval(&fold.range)?;
@@ -489,7 +582,7 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
             if !self.eval_bool(&fold.condition)? {
                 break;
             }
-            self.locals[fold.item] = item;
+            self.bind(fold.item, item);
             let accumulated = self.eval(&fold.step)?;
             self.locals[fold.accumulator] = accumulated;
         }
@@ -513,7 +606,7 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
             if accumulator != quantifier.every {
                 break;
             }
-            self.locals[quantifier.item] = item;
+            self.bind(quantifier.item, item);
             accumulator = self.eval_bool(&quantifier.predicate)?;
             if let Some(units) = quantifier.step_units {
                 self.charge_cost(units)?;
@@ -537,7 +630,7 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
             if !self.eval_bool(&fold.condition)? {
                 break;
             }
-            self.locals[fold.item] = element;
+            self.bind(fold.item, element);
             if let Some(guard) = guard
                 && !self.eval_bool(guard)?
             {
@@ -571,6 +664,23 @@ fn built_map_member<'r>(map: &Value<'r>, key: &str) -> Step<Value<'r>> {
     match map.cel_map_member(key) {
         Some(Some(member)) => Ok(Value::from_cel(member.clone())),
         _ => Err(Stop),
+    }
+}
+
+/// `has(value.field)`.
+fn has_member(value: Value<'_>, field: &str) -> Step<bool> {
+    match value {
+        Value::Json(serde_json::Value::Object(fields)) => Ok(fields.contains_key(field)),
+        Value::Optional(None) => Ok(false),
+        Value::Optional(Some(inner)) => match &*inner {
+            Value::Json(serde_json::Value::Object(fields)) => Ok(fields.contains_key(field)),
+            inner if inner.is_list() => Ok(false),
+            _ => Err(Stop),
+        },
+        value => value
+            .cel_map_member(field)
+            .map(|member| member.is_some())
+            .ok_or(Stop),
     }
 }
 

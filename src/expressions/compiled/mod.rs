@@ -26,6 +26,7 @@
 
 mod compile;
 mod eval;
+mod memo;
 mod value;
 
 pub(super) use compile::compile;
@@ -40,6 +41,8 @@ pub(super) struct CompiledProgram {
     root: Node,
     /// Frame positions the comprehensions use (two each).
     locals: usize,
+    /// The memo slots of field lookups read more than once.
+    memos: memo::Memos,
 }
 
 /// Comparison operators.
@@ -149,6 +152,10 @@ enum Node {
     /// A library call with no operation of its own here, or a map or message literal: its
     /// operands are evaluated here, the call or literal itself by the interpreter.
     Interpreted(Box<InterpretedPart>),
+    /// [`Node::Select`] with remembered lookups ([`memo`]).
+    MemoSelect(Box<memo::MemoChain>),
+    /// [`Node::Has`] of a chain's last field, with remembered lookups.
+    MemoHas(Box<memo::MemoChain>),
 }
 
 /// A call or literal on operands bound to placeholder names
