@@ -350,6 +350,14 @@ fn edge_cases_agree_with_the_interpreter() {
         ("has(object.spec.missing) ? 1 : object.spec.missing", None),
         ("has(object.spec.empty.x) || object.spec.empty.x", None),
         (
+            "object.spec.containers.all(c, c.name != object.metadata.name)",
+            Some(json!(true)),
+        ),
+        (
+            "object.spec.containers.exists(c, has(object.spec.missing) || c.name == 'b')",
+            Some(json!(true)),
+        ),
+        (
             "has(object.spec.containers) && object.spec.containers.size() == 2 && object.spec.containers[0].name == 'a'",
             Some(json!(true)),
         ),

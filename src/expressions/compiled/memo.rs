@@ -56,13 +56,7 @@ pub(super) fn memoize(root: &mut Node, locals: usize) -> Memos {
         _ => None,
     };
     let mut reads: HashMap<Key, usize> = HashMap::new();
-    visit(root, &mut |node| {
-        if let Some((root, fields)) = chain_of(node, &root_of) {
-            for length in 1..=fields.len() {
-                *reads.entry((root, fields[..length].to_vec())).or_default() += 1;
-            }
-        }
-    });
+    count_reads(root, false, &root_of, &mut reads);
     let mut slots: HashMap<Key, usize> = HashMap::new();
     let mut resets = vec![Vec::new(); locals];
     let mut keys: Vec<Key> = reads
@@ -86,6 +80,49 @@ pub(super) fn memoize(root: &mut Node, locals: usize) -> Memos {
     Memos {
         count: slots.len(),
         resets: resets.into_iter().map(Vec::into_boxed_slice).collect(),
+    }
+}
+
+/// Counts the reads of each chain prefix below `node`; one inside a comprehension's body
+/// (`in_loop`) from an admission variable counts as many, since it is read per item.
+fn count_reads(
+    node: &mut Node,
+    in_loop: bool,
+    root_of: &impl Fn(&Node) -> Option<Root>,
+    reads: &mut HashMap<Key, usize>,
+) {
+    if let Some((root, fields)) = chain_of(node, root_of) {
+        let times = if in_loop && matches!(root, Root::Slot(_)) {
+            2
+        } else {
+            1
+        };
+        for length in 1..=fields.len() {
+            *reads.entry((root, fields[..length].to_vec())).or_default() += times;
+        }
+        return;
+    }
+    match node {
+        Node::Quantifier(quantifier) => {
+            count_reads(&mut quantifier.range, in_loop, root_of, reads);
+            count_reads(&mut quantifier.predicate, true, root_of, reads);
+        }
+        Node::Fold(fold) => {
+            count_reads(&mut fold.range, in_loop, root_of, reads);
+            count_reads(&mut fold.init, in_loop, root_of, reads);
+            count_reads(&mut fold.result, in_loop, root_of, reads);
+            count_reads(&mut fold.condition, true, root_of, reads);
+            count_reads(&mut fold.step, true, root_of, reads);
+            if let Some((guard, items)) = &mut fold.append {
+                if let Some(guard) = guard {
+                    count_reads(guard, true, root_of, reads);
+                }
+                count_reads(items, true, root_of, reads);
+            }
+        }
+        _ => children(node, &mut |child| {
+            count_reads(child, in_loop, root_of, reads)
+        }),
     }
 }
 
