@@ -211,6 +211,20 @@ impl Broken<'_, '_> {
     }
 }
 
+/// Whether `value` decodes into `node` with nothing to walk or parse: the common leaves,
+/// checked here without a call.
+#[inline]
+fn plainly_valid(value: &Value, node: &Node) -> bool {
+    matches!(
+        (&node.kind, value),
+        (_, Value::Null)
+            | (NodeKind::Any, _)
+            | (NodeKind::String | NodeKind::IntOrString, Value::String(_))
+            | (NodeKind::Boolean, Value::Bool(_))
+            | (NodeKind::Number, Value::Number(_))
+    )
+}
+
 impl<'s> Walker<'s> {
     fn value<'v>(&self, value: &'v Value, node: &'s Node) -> Walked<'s, 'v> {
         if value.is_null() {
@@ -290,6 +304,9 @@ impl<'s> Walker<'s> {
                     let Some(field) = object.field(key) else {
                         continue;
                     };
+                    if plainly_valid(child, &field.node) {
+                        continue;
+                    }
                     through(
                         self.value(child, &field.node),
                         Step::Field(&object.go_name, field),
@@ -302,6 +319,9 @@ impl<'s> Walker<'s> {
                     return type_error(what(value), &node.go_type);
                 };
                 for (key, child) in map {
+                    if plainly_valid(child, values) {
+                        continue;
+                    }
                     through(self.value(child, values), Step::Key(key))?;
                 }
                 Ok(())
@@ -311,6 +331,9 @@ impl<'s> Walker<'s> {
                     return type_error(what(value), &node.go_type);
                 };
                 for (index, child) in list.iter().enumerate() {
+                    if plainly_valid(child, items) {
+                        continue;
+                    }
                     through(self.value(child, items), Step::Index(index))?;
                 }
                 Ok(())
