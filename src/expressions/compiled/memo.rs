@@ -33,7 +33,7 @@ pub(super) struct Memos {
 }
 
 /// A chain's root: an admission variable's slot or a comprehension item's position.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Root {
     Slot(usize),
     Item(usize),
@@ -65,7 +65,7 @@ pub(super) fn memoize(root: &mut Node, locals: usize) -> Memos {
         .map(|(key, _)| key)
         .collect();
     // Slots in a fixed order, whatever the map's.
-    keys.sort_by(|a, b| (format!("{:?}", a.0), &a.1).cmp(&(format!("{:?}", b.0), &b.1)));
+    keys.sort();
     for key in keys {
         let slot = slots.len();
         if let Root::Item(position) = key.0 {
