@@ -112,12 +112,16 @@ fn count_reads(
             count_reads(&mut fold.init, in_loop, root_of, reads);
             count_reads(&mut fold.result, in_loop, root_of, reads);
             count_reads(&mut fold.condition, true, root_of, reads);
-            count_reads(&mut fold.step, true, root_of, reads);
-            if let Some((guard, items)) = &mut fold.append {
-                if let Some(guard) = guard {
-                    count_reads(guard, true, root_of, reads);
+            // An append step is the step's own guard and items compiled apart; one of the two
+            // runs.
+            match &mut fold.append {
+                Some((guard, items)) => {
+                    if let Some(guard) = guard {
+                        count_reads(guard, true, root_of, reads);
+                    }
+                    count_reads(items, true, root_of, reads);
                 }
-                count_reads(items, true, root_of, reads);
+                None => count_reads(&mut fold.step, true, root_of, reads),
             }
         }
         _ => children(node, &mut |child| {
