@@ -262,16 +262,29 @@ pub fn typed_form_of<'a>(
 /// Runs one policy (every matching binding and parameter); `None` when it does not match,
 /// else whether it changed the object.
 #[allow(clippy::too_many_arguments)]
-fn run_policy<'r>(
-    policy: &MutatingPolicy,
-    set: &AdmissionPolicies,
+/// What every policy of one [`mutate`] runs against.
+#[derive(Clone, Copy)]
+struct MutationPass<'s, 'r> {
+    set: &'s AdmissionPolicies,
     request: &'r AdmissionRequest,
-    namespaces: &dyn NamespaceLookup,
-    cluster_params: Option<&dyn ParamLookup>,
-    cel: &CelInputCell<'r>,
+    namespaces: &'s dyn NamespaceLookup,
+    cluster_params: Option<&'s dyn ParamLookup>,
+    cel: &'s CelInputCell<'r>,
+}
+
+fn run_policy(
+    pass: MutationPass<'_, '_>,
+    policy: &MutatingPolicy,
     mutated: &mut MutatedObject,
     decision: &mut Decision,
 ) -> Option<bool> {
+    let MutationPass {
+        set,
+        request,
+        namespaces,
+        cluster_params,
+        cel,
+    } = pass;
     let name = &policy.core.name;
     let fail = policy.core.failure_policy == FailurePolicy::Fail;
     let mut changed = false;
@@ -406,19 +419,17 @@ pub fn mutate<'r>(
     };
     // As the apiserver: once any policy changed the object, every `IfNeeded` policy that ran
     // (one that changed the object itself included) runs once more, in order.
+    let pass = MutationPass {
+        set,
+        request,
+        namespaces,
+        cluster_params,
+        cel,
+    };
     let mut ran_if_needed: Vec<usize> = Vec::new();
     let mut changed_any = false;
     for (index, policy) in set.mutating.iter().enumerate() {
-        let Some(changed) = run_policy(
-            policy,
-            set,
-            request,
-            namespaces,
-            cluster_params,
-            cel,
-            &mut object,
-            decision,
-        ) else {
+        let Some(changed) = run_policy(pass, policy, &mut object, decision) else {
             continue;
         };
         changed_any |= changed;
@@ -426,23 +437,11 @@ pub fn mutate<'r>(
             ran_if_needed.push(index);
         }
     }
-    let mut reinvoke = if changed_any {
-        ran_if_needed
-    } else {
-        Vec::new()
-    };
-    reinvoke.sort_unstable();
-    for index in reinvoke {
-        run_policy(
-            &set.mutating[index],
-            set,
-            request,
-            namespaces,
-            cluster_params,
-            cel,
-            &mut object,
-            decision,
-        );
+    // `ran_if_needed` is in document order already.
+    if changed_any {
+        for index in ran_if_needed {
+            run_policy(pass, &set.mutating[index], &mut object, decision);
+        }
     }
     object
 }
