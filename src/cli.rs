@@ -372,6 +372,11 @@ pub struct AuditArgs {
         value_delimiter = ','
     )]
     pub exclude_namespaces: Vec<String>,
+    /// The installed webhooks' objectSelector, as JSON (the chart's `webhooks.objectSelector`,
+    /// e.g. `{"matchExpressions":[{"key":"audit-skip","operator":"DoesNotExist"}]}`): objects
+    /// whose labels it does not select are not judged, as admission would not send them.
+    #[arg(long, env = "PORTCULLIS_AUDIT_OBJECT_SELECTOR")]
+    pub object_selector: Option<String>,
     /// Objects per list request (the list's `limit`); memory holds at most three pages.
     #[arg(long, env = "PORTCULLIS_AUDIT_PAGE_SIZE", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub page_size: u32,

@@ -63,6 +63,33 @@ pub struct LabelSelector {
     pub match_expressions: Vec<LabelSelectorRequirement>,
 }
 
+impl LabelSelector {
+    /// The first `matchExpressions` entry whose operator and values do not go together: its
+    /// field (`matchExpressions[0]`, or `matchExpressions[0].operator` for an unknown
+    /// operator) and what is wrong.
+    pub fn requirement_error(&self) -> Option<(String, String)> {
+        self.match_expressions
+            .iter()
+            .enumerate()
+            .find_map(|(i, requirement)| {
+                let field = format!("matchExpressions[{i}]");
+                match (requirement.operator.as_str(), requirement.values.is_empty()) {
+                    ("In" | "NotIn", false) | ("Exists" | "DoesNotExist", true) => None,
+                    ("In" | "NotIn", true) => Some((field, "In and NotIn need values".into())),
+                    ("Exists" | "DoesNotExist", false) => {
+                        Some((field, "Exists and DoesNotExist take no values".into()))
+                    }
+                    (other, _) => Some((
+                        format!("{field}.operator"),
+                        format!(
+                            "unknown operator {other:?}: use In, NotIn, Exists or DoesNotExist"
+                        ),
+                    )),
+                }
+            })
+    }
+}
+
 /// One `matchExpressions` entry.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

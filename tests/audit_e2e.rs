@@ -216,6 +216,41 @@ fn audit_reports_what_check_denies_and_honours_the_webhook_exclusions() {
             .any(|r| subject(r).contains("audit-a"))
     );
 
+    // The installed webhooks' objectSelector (the chart's webhooks.objectSelector): an
+    // opted-out object is not judged, as admission would not send it.
+    plane.kubectl_ok(&[
+        "label",
+        "pod",
+        "-n",
+        "audit-a",
+        "privileged",
+        "audit-skip=yes",
+    ]);
+    let output = audit(
+        &plane,
+        &[
+            "-o",
+            "json",
+            "--object-selector",
+            r#"{"matchExpressions":[{"key":"audit-skip","operator":"DoesNotExist"}]}"#,
+        ],
+    );
+    plane.kubectl_ok(&["label", "pod", "-n", "audit-a", "privileged", "audit-skip-"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let selected: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let subjects: Vec<String> = selected.as_array().unwrap().iter().map(subject).collect();
+    assert!(
+        !subjects.contains(&"Pod audit-a/privileged".to_owned()),
+        "{subjects:?}"
+    );
+    assert!(
+        subjects.contains(&"Pod audit-a/plain".to_owned()),
+        "{subjects:?}"
+    );
+    let mut expected_denied = expected.clone();
+    expected_denied.remove("Pod audit-a/privileged");
+    assert_eq!(denied(&selected), expected_denied);
+
     // OpenReports: valid against the CRDs, one report per object with findings.
     for crd in [
         "openreports.io_reports.yaml",
@@ -349,6 +384,22 @@ fn a_cluster_that_cannot_be_reached_is_exit_code_2() {
         stderr(&output).contains("error: audit failed: discovery (/apis)"),
         "{}",
         stderr(&output)
+    );
+    // A selector that is not a LabelSelector is refused before the cluster is asked.
+    let bad_selector = Command::new(PORTCULLIS)
+        .args(["audit", "--kubeconfig", "/nonexistent/kubeconfig"])
+        .args([
+            "--object-selector",
+            r#"{"matchExpressions":[{"key":"a","operator":"Is"}]}"#,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(bad_selector.status.code(), Some(2));
+    assert!(
+        stderr(&bad_selector)
+            .contains("--object-selector: matchExpressions[0].operator: unknown operator \"Is\""),
+        "{}",
+        stderr(&bad_selector)
     );
     let missing = Command::new(PORTCULLIS)
         .args(["audit", "--kubeconfig", "/nonexistent/kubeconfig"])

@@ -1142,6 +1142,10 @@ fn audit_cronjob_lists_only_what_the_webhooks_register() {
     assert!(args.contains(&"--webhook-namespace=portcullis"), "{args:?}");
     assert!(args.contains(&"--denied-exit-code=0"), "{args:?}");
     assert!(!args.contains(&"--apply"), "{args:?}");
+    assert!(
+        !args.iter().any(|a| a.starts_with("--object-selector")),
+        "{args:?}"
+    );
     // Read-only: `list`, on the resources the webhook configurations register for CREATE.
     let role = find_named(&objects, "ClusterRole", "portcullis-audit");
     let mut listed = BTreeSet::new();
@@ -1204,4 +1208,32 @@ fn audit_cronjob_lists_only_what_the_webhooks_register() {
             .contains(&json!("--output=openreports")),
         "{args}"
     );
+
+    // The webhooks' objectSelector is the scan's too.
+    let selector = json!({"matchExpressions": [{"key": "audit-skip", "operator": "DoesNotExist"}]});
+    let objects = template(
+        &helm,
+        "portcullis",
+        "portcullis",
+        &[
+            "--set",
+            "audit.enabled=true",
+            "--set-json",
+            &format!("webhooks.objectSelector={selector}"),
+        ],
+    );
+    assert_eq!(
+        find(&objects, "ValidatingWebhookConfiguration")["webhooks"][0]["objectSelector"],
+        selector
+    );
+    let args = &find(&objects, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+        [0]["args"];
+    let flag = args
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find_map(|a| a.strip_prefix("--object-selector="))
+        .unwrap_or_else(|| panic!("no --object-selector in {args}"));
+    assert_eq!(serde_json::from_str::<Value>(flag).unwrap(), selector);
 }

@@ -3,9 +3,11 @@
 //!
 //! The exclusions are read back from the generated configuration itself
 //! ([`crate::webhook_config::webhook_configurations`]), not restated: its `namespaceSelector`
-//! is matched against namespace labels as the apiserver matches it, and its `matchConditions`
-//! are compiled and evaluated as CEL on the request, so a change to the generator changes the
-//! scan with it.
+//! is matched against namespace labels as the apiserver matches it, its `objectSelector`
+//! against the object's labels, and its `matchConditions` are compiled and evaluated as CEL on
+//! the request, so a change to the generator changes the scan with it. What the chart adds to
+//! the installed webhooks (`webhooks.excludedNamespaces`, `webhooks.objectSelector`) comes in
+//! through [`WebhookExclusions::excluding`] and [`WebhookExclusions::selecting_objects`].
 
 use serde_json::Value;
 
@@ -20,11 +22,13 @@ use crate::webhook_config::{WebhookOptions, WebhookTarget, webhook_configuration
 /// generator, reported rather than ignored).
 #[derive(Debug, thiserror::Error)]
 pub enum ExclusionError {
-    /// The `namespaceSelector` is not a LabelSelector.
-    #[error("webhook {webhook}: namespaceSelector: {message}")]
+    /// The `namespaceSelector` or `objectSelector` is not a LabelSelector.
+    #[error("webhook {webhook}: {field}: {message}")]
     Selector {
         /// The webhook's name.
         webhook: String,
+        /// `namespaceSelector` or `objectSelector`.
+        field: &'static str,
         /// What is wrong.
         message: String,
     },
@@ -50,13 +54,17 @@ pub enum Exclusion {
     /// The namespace (or, for a Namespace, the object itself) does not match the
     /// `namespaceSelector`.
     Namespace(String),
+    /// Neither the object's labels nor, on UPDATE, the old object's match the
+    /// `objectSelector`.
+    Object,
     /// A `matchConditions` entry is false.
     Condition(String),
 }
 
-/// The `namespaceSelector` and `matchConditions` of the generated webhooks.
+/// The `namespaceSelector`, `objectSelector` and `matchConditions` of the generated webhooks.
 pub struct WebhookExclusions {
     selector: LabelSelector,
+    object_selector: LabelSelector,
     conditions: Vec<(String, Expression)>,
 }
 
@@ -64,6 +72,7 @@ impl std::fmt::Debug for WebhookExclusions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WebhookExclusions")
             .field("selector", &self.selector)
+            .field("object_selector", &self.object_selector)
             .field(
                 "conditions",
                 &self.conditions.iter().map(|(n, _)| n).collect::<Vec<_>>(),
@@ -95,39 +104,43 @@ impl WebhookExclusions {
             name: "portcullis".to_owned(),
             own_namespace: own_namespace.to_owned(),
         };
-        let mut exclusions: Option<(Value, Value, Self)> = None;
+        let mut exclusions: Option<([Value; 3], Self)> = None;
         for configuration in webhook_configurations(engine, &options) {
             for webhook in configuration["webhooks"].as_array().into_iter().flatten() {
-                let selector = webhook["namespaceSelector"].clone();
-                let conditions = webhook["matchConditions"].clone();
+                let excluding = ["namespaceSelector", "objectSelector", "matchConditions"]
+                    .map(|field| webhook[field].clone());
                 match &exclusions {
-                    Some((s, c, _)) if *s != selector || *c != conditions => {
+                    Some((seen, _)) if *seen != excluding => {
                         return Err(ExclusionError::Diverging);
                     }
                     Some(_) => {}
-                    None => {
-                        let parsed = Self::from_webhook(webhook)?;
-                        exclusions = Some((selector, conditions, parsed));
-                    }
+                    None => exclusions = Some((excluding, Self::from_webhook(webhook)?)),
                 }
             }
         }
-        Ok(exclusions.map(|(_, _, parsed)| parsed))
+        Ok(exclusions.map(|(_, parsed)| parsed))
     }
 
     /// The exclusions of one webhook of a configuration (`namespaceSelector`,
-    /// `matchConditions`; either may be absent).
+    /// `objectSelector`, `matchConditions`; any may be absent).
     pub fn from_webhook(webhook: &Value) -> Result<Self, ExclusionError> {
         let name = webhook["name"].as_str().unwrap_or("").to_owned();
-        let selector = match webhook.get("namespaceSelector") {
-            None | Some(Value::Null) => LabelSelector::default(),
-            Some(value) => {
-                serde_json::from_value(value.clone()).map_err(|e| ExclusionError::Selector {
+        let selector_at = |field: &'static str| match webhook.get(field) {
+            None | Some(Value::Null) => Ok(LabelSelector::default()),
+            Some(value) => serde_json::from_value::<LabelSelector>(value.clone())
+                .map_err(|e| e.to_string())
+                .and_then(|selector| match selector.requirement_error() {
+                    Some((at, message)) => Err(format!("{at}: {message}")),
+                    None => Ok(selector),
+                })
+                .map_err(|message| ExclusionError::Selector {
                     webhook: name.clone(),
-                    message: e.to_string(),
-                })?
-            }
+                    field,
+                    message,
+                }),
         };
+        let selector = selector_at("namespaceSelector")?;
+        let object_selector = selector_at("objectSelector")?;
         let mut conditions = Vec::new();
         for condition in webhook["matchConditions"].as_array().into_iter().flatten() {
             let condition_name = condition["name"].as_str().unwrap_or("").to_owned();
@@ -143,8 +156,18 @@ impl WebhookExclusions {
         }
         Ok(WebhookExclusions {
             selector,
+            object_selector,
             conditions,
         })
+    }
+
+    /// The same exclusions with `selector` as the `objectSelector` (the chart's
+    /// `webhooks.objectSelector`, set on the installed webhooks; `webhook-config` generates
+    /// none).
+    #[must_use]
+    pub fn selecting_objects(mut self, selector: LabelSelector) -> Self {
+        self.object_selector = selector;
+        self
     }
 
     /// The same exclusions with `namespaces` excluded too (by name, as the chart's
@@ -205,6 +228,9 @@ impl WebhookExclusions {
         {
             return Ok(Some(Exclusion::Namespace(namespace.to_owned())));
         }
+        if !self.selects_objects_of(request) {
+            return Ok(Some(Exclusion::Object));
+        }
         if self.conditions.is_empty() {
             return Ok(None);
         }
@@ -222,6 +248,25 @@ impl WebhookExclusions {
             }
         }
         Ok(None)
+    }
+
+    /// The apiserver's object matcher: an empty selector matches every request; otherwise
+    /// the labels of the object or of the old object must match (a request with neither
+    /// does not).
+    fn selects_objects_of(&self, request: &AdmissionRequest) -> bool {
+        let selector = &self.object_selector;
+        if selector.match_labels.is_empty() && selector.match_expressions.is_empty() {
+            return true;
+        }
+        [request.object.as_ref(), request.old_object.as_ref()]
+            .into_iter()
+            .flatten()
+            .any(|object| {
+                let labels = object.pointer("/metadata/labels");
+                SelectorMatcher::selects(selector, &|key| {
+                    labels.and_then(|l| l.get(key)).and_then(Value::as_str)
+                })
+            })
     }
 
     /// A server-side field selector that leaves out the namespaces the selector excludes by
@@ -389,5 +434,47 @@ mod tests {
                 .starts_with("webhook w: namespaceSelector:"),
             "{error}"
         );
+        let webhook = json!({"name": "w", "objectSelector": {"matchExpressions": [
+            {"key": "skip", "operator": "Exists", "values": ["x"]}]}});
+        let error = WebhookExclusions::from_webhook(&webhook).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "webhook w: objectSelector: matchExpressions[0]: Exists and DoesNotExist take no values"
+        );
+    }
+
+    #[test]
+    fn the_object_selector_looks_at_the_new_or_the_old_objects_labels() {
+        let opt_out = serde_json::from_value::<LabelSelector>(json!({"matchExpressions": [
+            {"key": "audit-skip", "operator": "DoesNotExist"}]}))
+        .unwrap();
+        let namespaces = StaticNamespaces::default();
+        let from_webhook = WebhookExclusions::from_webhook(&json!({"name": "w",
+            "objectSelector": {"matchExpressions": [
+                {"key": "audit-skip", "operator": "DoesNotExist"}]}}))
+        .unwrap();
+        let from_flag = WebhookExclusions::from_webhook(&json!({"name": "w"}))
+            .unwrap()
+            .selecting_objects(opt_out);
+        let mut skipped = pod("team");
+        skipped["metadata"]["labels"] = json!({"audit-skip": "yes"});
+        for exclusions in [&from_webhook, &from_flag] {
+            assert_eq!(
+                exclusions.exclusion(&request(pod("team")), &namespaces),
+                Ok(None)
+            );
+            assert_eq!(
+                exclusions.exclusion(&request(skipped.clone()), &namespaces),
+                Ok(Some(Exclusion::Object))
+            );
+            // On UPDATE either object may match.
+            let mut update = request(skipped.clone());
+            update.operation = Operation::Update;
+            update.old_object = Some(pod("team"));
+            assert_eq!(exclusions.exclusion(&update, &namespaces), Ok(None));
+        }
+        // Without a selector every object is selected, labels or not.
+        let none = WebhookExclusions::from_webhook(&json!({"name": "w"})).unwrap();
+        assert_eq!(none.exclusion(&request(skipped), &namespaces), Ok(None));
     }
 }

@@ -29,6 +29,7 @@ use crate::admission::{AdmissionRequest, GroupVersionKind, GroupVersionResource,
 use crate::engine::{Engine, StaticNamespaces};
 use crate::offline::manifest::offline_uid;
 use crate::offline::{CheckResult, Checker, Manifest, Source};
+use crate::vocabulary::LabelSelector;
 
 /// The field manager of report writes.
 pub const FIELD_MANAGER: &str = "portcullis-audit";
@@ -46,6 +47,8 @@ pub struct ScanOptions {
     pub own_namespace: String,
     /// More namespaces excluded (the chart's `webhooks.excludedNamespaces`).
     pub excluded_namespaces: Vec<String>,
+    /// The installed webhooks' `objectSelector` (the chart's `webhooks.objectSelector`).
+    pub object_selector: Option<LabelSelector>,
     /// Write the OpenReports reports to the cluster and delete stale ones.
     pub apply: bool,
 }
@@ -58,6 +61,7 @@ impl Default for ScanOptions {
             namespaces: Vec::new(),
             own_namespace: "portcullis".to_owned(),
             excluded_namespaces: Vec::new(),
+            object_selector: None,
             apply: false,
         }
     }
@@ -535,7 +539,13 @@ impl Scanner {
         let mut summary = ScanSummary::default();
         let wanted = super::targets::wanted_resources(&self.engine);
         let exclusions = WebhookExclusions::generated(&self.engine, &self.options.own_namespace)?
-            .map(|exclusions| exclusions.excluding(&self.options.excluded_namespaces));
+            .map(|exclusions| {
+                let exclusions = exclusions.excluding(&self.options.excluded_namespaces);
+                match &self.options.object_selector {
+                    Some(selector) => exclusions.selecting_objects(selector.clone()),
+                    None => exclusions,
+                }
+            });
         let (targets, namespaces) = runtime.block_on(async {
             let discovery = discover(&self.client, &wanted).await?;
             let mut targets = resolve(&wanted, &discovery);

@@ -14,10 +14,16 @@ use crate::audit::{
     JsonWriter, OpenReportsWriter, ResultWriter, ScanError, ScanOptions, Scanner, TableWriter,
 };
 use crate::cli::{AuditArgs, AuditOutput};
+use crate::vocabulary::LabelSelector;
 
 /// Runs `audit`: 0 when every scanned object would be admitted, 1 when any would be denied,
 /// 2 (through the caller, or here when some objects could not be evaluated) on an error.
 pub fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
+    let object_selector = args
+        .object_selector
+        .as_deref()
+        .map(parse_object_selector)
+        .transpose()?;
     let engine = Arc::new(super::load_engine(&args.policies).context("cannot load the policies")?);
     let concurrency = args.concurrency.map_or_else(
         || std::thread::available_parallelism().map_or(2, |n| n.get()),
@@ -37,6 +43,7 @@ pub fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
         namespaces: args.namespaces,
         own_namespace: args.webhook_namespace,
         excluded_namespaces: args.exclude_namespaces,
+        object_selector,
         apply: args.apply,
     };
     let scanner = Scanner::new(client, engine, options);
@@ -98,4 +105,14 @@ async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> 
     let mut config = config;
     config.default_retry = false;
     Ok(Client::try_from(config)?)
+}
+
+/// `--object-selector`: a LabelSelector as JSON, with operators and values that go together.
+fn parse_object_selector(text: &str) -> anyhow::Result<LabelSelector> {
+    let selector: LabelSelector = serde_json::from_str(text)
+        .with_context(|| format!("--object-selector {text:?} is not a LabelSelector"))?;
+    if let Some((field, message)) = selector.requirement_error() {
+        anyhow::bail!("--object-selector: {field}: {message}");
+    }
+    Ok(selector)
 }

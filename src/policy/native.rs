@@ -335,25 +335,8 @@ impl Policy {
             ("namespaceSelector", &spec.match_.namespace_selector),
         ] {
             let Some(selector) = selector else { continue };
-            for (i, requirement) in selector.match_expressions.iter().enumerate() {
-                let field = format!("spec.match.{name}.matchExpressions[{i}]");
-                match (requirement.operator.as_str(), requirement.values.is_empty()) {
-                    ("In" | "NotIn", false) | ("Exists" | "DoesNotExist", true) => {}
-                    ("In" | "NotIn", true) => {
-                        return error(field, "In and NotIn need values".into());
-                    }
-                    ("Exists" | "DoesNotExist", false) => {
-                        return error(field, "Exists and DoesNotExist take no values".into());
-                    }
-                    (other, _) => {
-                        return error(
-                            format!("{field}.operator"),
-                            format!(
-                                "unknown operator {other:?}: use In, NotIn, Exists or DoesNotExist"
-                            ),
-                        );
-                    }
-                }
+            if let Some((field, message)) = selector.requirement_error() {
+                return error(format!("spec.match.{name}.{field}"), message);
             }
         }
         for (i, account) in spec.match_.exclude.service_accounts.iter().enumerate() {
