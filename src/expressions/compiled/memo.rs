@@ -41,8 +41,9 @@ enum Root {
 
 type Key = (Root, Vec<Box<str>>);
 
-/// Gives the select chains of `root` whose prefixes are read more than once memo slots.
-/// `locals` is the program's number of frame positions.
+/// Gives a memo slot to each prefix of a select chain below `root` that is read more than
+/// once, and rewrites the chains that have one. `locals` is the program's number of frame
+/// positions.
 pub(super) fn memoize(root: &mut Node, locals: usize) -> Memos {
     let mut items = Vec::new();
     visit(root, &mut |node| match node {
