@@ -397,6 +397,13 @@ fn compliant_pods_are_checked_without_allocating() {
         },
     });
     let (metadata, spec) = (&pod["metadata"], &pod["spec"]);
+    // The first check of the process resolves which checks run at every level and version
+    // (a table kept for the process; a configuration resolves it when it is compiled).
+    check_pod(
+        LevelVersion::new(Level::Restricted, Version::Latest),
+        metadata,
+        spec,
+    );
     let mut versions = vec![Version::Latest];
     versions.extend((0..=LATEST_MINOR + 1).map(Version::Minor));
     for level in [Level::Privileged, Level::Baseline, Level::Restricted] {

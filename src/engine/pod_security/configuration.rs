@@ -114,6 +114,8 @@ impl PodSecurityAdmission {
             config_version("defaults.audit-version", &d.audit_version)?,
         );
         let exemptions = &config.exemptions;
+        // Which checks run at each level and version is resolved now, not by the first request.
+        super::registry::resolve_all();
         Ok(PodSecurityAdmission {
             defaults: NamespacePolicy {
                 enforce,

@@ -224,7 +224,7 @@ pub fn check_pod(
         return failures;
     }
     let pod = PodView::new(pod_metadata, pod_spec);
-    for (id, check) in registry::checks_for(level_version.level, level_version.version) {
+    for &(id, check) in registry::checks_for(level_version.level, level_version.version) {
         if let Some(forbidden) = check(&pod) {
             failures.push(CheckFailure {
                 id,

@@ -5,11 +5,13 @@
 //! sorted by ID, then restricted checks sorted by ID; [`CHECKS`] is kept in that order (a test
 //! holds it there), so resolving a level and version needs no sorting or allocation.
 
+use std::sync::LazyLock;
+
 use super::pod::PodView;
 use super::{
-    Level, Version, apparmor, capabilities, host_namespaces, host_path, host_ports, host_probes,
-    privilege_escalation, privileged, proc_mount, run_as_non_root, run_as_user, seccomp, selinux,
-    sysctls, volume_types, windows_host_process,
+    LATEST_MINOR, Level, Version, apparmor, capabilities, host_namespaces, host_path, host_ports,
+    host_probes, privilege_escalation, privileged, proc_mount, run_as_non_root, run_as_user,
+    seccomp, selinux, sysctls, volume_types, windows_host_process,
 };
 
 /// Why a check forbids a pod: upstream's reason and detail.
@@ -213,26 +215,46 @@ fn replaced_at(id: &str, minor: u32) -> bool {
         .any(|revision| revision.overrides.contains(&id))
 }
 
+/// The checks of baseline and restricted at every minor up to [`LATEST_MINOR`] (index
+/// `minor * 2`, `+ 1` for restricted).
+static RESOLVED: LazyLock<Vec<Vec<(&'static str, CheckFn)>>> = LazyLock::new(|| {
+    (0..=LATEST_MINOR)
+        .flat_map(|minor| [Level::Baseline, Level::Restricted].map(|level| resolve(level, minor)))
+        .collect()
+});
+
+/// Resolves the checks of every level and version (done once; later calls return at once).
+pub(super) fn resolve_all() {
+    LazyLock::force(&RESOLVED);
+}
+
 /// The checks to run for a level and version, in upstream's order, with their IDs. Nothing
 /// for [`Level::Privileged`].
-pub(super) fn checks_for(
-    level: Level,
-    version: Version,
-) -> impl Iterator<Item = (&'static str, CheckFn)> {
-    let minor = version.effective_minor();
-    CHECKS.iter().filter_map(move |check| {
-        let applies = match level {
+pub(super) fn checks_for(level: Level, version: Version) -> &'static [(&'static str, CheckFn)] {
+    let row = match level {
+        Level::Privileged => return &[],
+        Level::Baseline => 0,
+        Level::Restricted => 1,
+    };
+    &RESOLVED[version.effective_minor() as usize * 2 + row]
+}
+
+/// The checks of `level` at policy minor `minor`: restricted runs the baseline checks its own
+/// revisions in force do not replace, then its own.
+fn resolve(level: Level, minor: u32) -> Vec<(&'static str, CheckFn)> {
+    CHECKS
+        .iter()
+        .filter(|check| match level {
             Level::Privileged => false,
             Level::Baseline => check.level == Level::Baseline,
             Level::Restricted => check.level == Level::Restricted || !replaced_at(check.id, minor),
-        };
-        if !applies {
-            return None;
-        }
-        check
-            .revision_at(minor)
-            .map(|revision| (check.id, revision.run))
-    })
+        })
+        .filter_map(|check| {
+            check
+                .revision_at(minor)
+                .map(|revision| (check.id, revision.run))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -242,7 +264,8 @@ mod tests {
 
     fn ids(level: Level, minor: u32) -> Vec<&'static str> {
         checks_for(level, Version::Minor(minor))
-            .map(|(id, _)| id)
+            .iter()
+            .map(|(id, _)| *id)
             .collect()
     }
 
@@ -358,7 +381,8 @@ mod tests {
         );
         assert_eq!(
             checks_for(Level::Restricted, Version::Latest)
-                .map(|(id, _)| id)
+                .iter()
+                .map(|(id, _)| *id)
                 .collect::<Vec<_>>(),
             ids(Level::Restricted, 37)
         );
