@@ -9,6 +9,9 @@ loads them and prints markdown. Servers:
             validations, 5 defaults), plus bench/fixtures/vap when `portcullis check` accepts it
   go-peer   bench/peers/go-webhook: controller-runtime, the same rules written in Go
 
+Section "Small Pod": the floor and Pod Security restricted + bench/fixtures/vap-small (four CEL
+validations) on bench/fixtures/pod-small-review.json, in alternating rounds at c=16.
+
 Figures come from oha's JSON output (latency, throughput, errors) and /proc/PID (CPU, memory).
 Everything goes to 127.0.0.1 only. `--smoke` runs the floor server with one body at c=1 and c=4
 and exits 1 unless every request got a 200.
@@ -47,11 +50,18 @@ HALF_LOAD_SECONDS = 20
 STANDARD_POLICIES = ROOT / "tests/fixtures/bench/policies"
 VAP = ROOT / "bench/fixtures/vap"
 HEAVY_POLICY = ROOT / "bench/fixtures/heavy"
+# Small-Pod section: Pod Security restricted (the standard set's configuration) and four CEL
+# validations, on a 1.5 KB Pod, against the floor in alternating rounds.
+SMALL_POD_BODY = ROOT / "bench/fixtures/pod-small-review.json"
+SMALL_POD_POLICIES = [STANDARD_POLICIES / "pod-security.yaml", ROOT / "bench/fixtures/vap-small"]
+SMALL_POD_ROUNDS = int(os.environ.get("BENCH_SMALL_POD_ROUNDS", "5"))
 HEAVY_BODY = ROOT / "bench/fixtures/pod-44-containers-review.json"
 # Isolation run: heavy requests kept in flight, and the cheap requests' rate and count.
 HEAVY_IN_FLIGHT = 8
 CHEAP_QPS = 50
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+# Failed requests of the sections that report them in their markdown (small Pod).
+SECTION_FAILURES = []
 
 # The 10 rule families of native.yaml, one per generated policy, in turn (policy scale).
 RULE_TEMPLATES = [
@@ -437,7 +447,7 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--scale", type=float, default=float(os.environ.get("BENCH_SCALE", "1")))
     ap.add_argument("--note", action="append", default=[], help="a line for the notes")
-    ap.add_argument("--only", choices=["isolation"],
+    ap.add_argument("--only", choices=["isolation", "small-pod"],
                     help="run one section only (its markdown is printed, not written to --out)")
     args = ap.parse_args()
 
@@ -485,12 +495,13 @@ def run(args, workdir):
         return 0
 
     scale = args.scale
-    if args.only == "isolation":
-        md.extend(isolation(args, oha, workdir, certs, scale))
+    if args.only:
+        section = isolation if args.only == "isolation" else small_pod
+        md.extend(section(args, oha, workdir, certs, scale))
         md.append("## Notes\n")
         md.extend(f"- {n}" for n in notes)
         print("\n".join(md) + "\n")
-        return 0
+        return 1 if sum(SECTION_FAILURES) else 0
     requests = {b: max(256, int(n * scale)) for b, n in REQUESTS.items()}
 
     # The standard set, with the VAP when this build accepts it.
@@ -638,6 +649,7 @@ def run(args, workdir):
     md.append(table(["reload ms", "reload failures", "requests during the run", "req/s", "p99 ms",
                      "max ms", "failed"], [reload_row]) + "\n")
 
+    md.extend(small_pod(args, oha, workdir, certs, scale))
     md.extend(isolation(args, oha, workdir, certs, scale))
 
     md.append("## Notes\n")
@@ -648,11 +660,61 @@ def run(args, workdir):
         pathlib.Path(args.out).write_text(text)
         log(f"written: {args.out}")
     failed = sum(r["failed"] for per_c in results.values() for r in per_c.values())
-    failed += reload_row[-1]
+    failed += reload_row[-1] + sum(SECTION_FAILURES)
     if failed:
         log(f"{failed} requests failed")
         return 1
     return 0
+
+
+def small_pod(args, oha, workdir, certs, scale):
+    """The floor and Pod Security restricted + four CEL validations on a small Pod: both servers
+    run side by side and take turns, SMALL_POD_ROUNDS rounds of c=16 each, so that the machine's
+    drift falls on both; the ratio is of the medians."""
+    import statistics
+
+    servers = [portcullis(args.portcullis, "small-floor", [workdir / "empty"], workdir, certs),
+               portcullis(args.portcullis, "small-pss-cel", SMALL_POD_POLICIES, workdir, certs)]
+    for server in servers:
+        RUNNING.append(server.start())
+    n = max(1000, int(20000 * scale))
+    runs = {server.name: [] for server in servers}
+    for server in servers:
+        oha.run(server, "/validate", SMALL_POD_BODY, max(256, n // 10), 16)
+    for _ in range(SMALL_POD_ROUNDS):
+        for server in servers:
+            r = oha.run(server, "/validate", SMALL_POD_BODY, n, 16)
+            runs[server.name].append(r)
+            log(f"{server.name} small pod c=16: {r['rps']:.0f} req/s, "
+                f"{r['cpu_per_1000']:.4f} CPU s / 1000, failed {r['failed']}")
+    for server in servers:
+        server.stop()
+        RUNNING.remove(server)
+    failed = sum(r["failed"] for rs in runs.values() for r in rs)
+    median = lambda name, key: statistics.median(r[key] for r in runs[name])  # noqa: E731
+    size = SMALL_POD_BODY.stat().st_size
+    md = ["## Small Pod: Pod Security restricted + four CEL validations\n",
+          f"`/validate`, {SMALL_POD_BODY.name} ({size / 1024:.1f} KiB review), c=16, {n} requests "
+          f"per round, {SMALL_POD_ROUNDS} rounds, the two servers in turn. `small-pss-cel`: "
+          "tests/fixtures/bench/policies/pod-security.yaml (restricted) and bench/fixtures/vap-small "
+          "(a ValidatingAdmissionPolicy with four validations).\n"]
+    rows = []
+    for name in runs:
+        rows.append([name, median(name, "rps"), median(name, "cpu_per_1000") * 1000,
+                     " / ".join(f"{r['rps']:.0f}" for r in runs[name]),
+                     sum(r["failed"] for r in runs[name])])
+    md.append(table(["server", "median req/s", "median CPU ms / 1000", "req/s per round",
+                     "failed"], rows) + "\n")
+    md.append(table(["ratio", "value"], [
+        ["small-pss-cel / floor throughput (medians)",
+         median("small-pss-cel", "rps") / median("small-floor", "rps")],
+        ["floor / small-pss-cel CPU per review (medians)",
+         median("small-floor", "cpu_per_1000") / median("small-pss-cel", "cpu_per_1000")],
+    ]) + "\n")
+    if failed:
+        md.append(f"**{failed} requests failed.**\n")
+    SECTION_FAILURES.append(failed)
+    return md
 
 
 def denials(server):
