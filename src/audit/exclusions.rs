@@ -228,7 +228,9 @@ impl WebhookExclusions {
         {
             return Ok(Some(Exclusion::Namespace(namespace.to_owned())));
         }
-        if !self.selects_objects_of(request) {
+        if !SelectorMatcher::selects_objects(&self.object_selector, request, |object| {
+            object.pointer("/metadata/labels")
+        }) {
             return Ok(Some(Exclusion::Object));
         }
         if self.conditions.is_empty() {
@@ -248,25 +250,6 @@ impl WebhookExclusions {
             }
         }
         Ok(None)
-    }
-
-    /// The apiserver's object matcher: an empty selector matches every request; otherwise
-    /// the labels of the object or of the old object must match (a request with neither
-    /// does not).
-    fn selects_objects_of(&self, request: &AdmissionRequest) -> bool {
-        let selector = &self.object_selector;
-        if selector.match_labels.is_empty() && selector.match_expressions.is_empty() {
-            return true;
-        }
-        [request.object.as_ref(), request.old_object.as_ref()]
-            .into_iter()
-            .flatten()
-            .any(|object| {
-                let labels = object.pointer("/metadata/labels");
-                SelectorMatcher::selects(selector, &|key| {
-                    labels.and_then(|l| l.get(key)).and_then(Value::as_str)
-                })
-            })
     }
 
     /// A server-side field selector that leaves out the namespaces the selector excludes by

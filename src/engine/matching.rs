@@ -54,6 +54,37 @@ impl SelectorMatcher {
         Self::selects(&self.selector, labels)
     }
 
+    /// The apiserver's object matcher (`MatchObjectSelector`): an empty selector matches every
+    /// request; otherwise the labels of the object or of the old object must match, as
+    /// `labels_of` reads them from each (a request with neither does not match).
+    pub fn matches_objects<'v>(
+        &self,
+        request: &'v AdmissionRequest,
+        labels_of: impl Fn(&'v Value) -> Option<&'v Value>,
+    ) -> bool {
+        Self::selects_objects(&self.selector, request, labels_of)
+    }
+
+    /// [`SelectorMatcher::matches_objects`] for a selector not compiled into a matcher.
+    pub fn selects_objects<'v>(
+        selector: &LabelSelector,
+        request: &'v AdmissionRequest,
+        labels_of: impl Fn(&'v Value) -> Option<&'v Value>,
+    ) -> bool {
+        if selector.match_labels.is_empty() && selector.match_expressions.is_empty() {
+            return true;
+        }
+        [request.object.as_ref(), request.old_object.as_ref()]
+            .into_iter()
+            .flatten()
+            .any(|object| {
+                let labels = labels_of(object);
+                Self::selects(selector, &|key| {
+                    labels.and_then(|l| l.get(key)).and_then(Value::as_str)
+                })
+            })
+    }
+
     /// [`SelectorMatcher::matches`] for a selector not compiled into a matcher.
     pub fn selects<'l>(selector: &LabelSelector, labels: &dyn Fn(&str) -> Option<&'l str>) -> bool {
         let listed = |values: &[String], value: &str| values.iter().any(|v| v == value);
@@ -236,13 +267,7 @@ impl Matcher {
             return true;
         };
         // On UPDATE the apiserver matches when either the old or the new object matches.
-        [request.object.as_ref(), request.old_object.as_ref()]
-            .into_iter()
-            .flatten()
-            .any(|object| {
-                let labels = template_labels(object, view);
-                selector.matches(&|key| labels.and_then(|l| l.get(key)).and_then(Value::as_str))
-            })
+        selector.matches_objects(request, |object| template_labels(object, view))
     }
 
     /// How the policy applies to `request`, or `None` when it does not.
@@ -497,5 +522,25 @@ mod tests {
         ] {
             assert_eq!(plural_resource(kind), plural);
         }
+    }
+
+    #[test]
+    fn object_selectors_match_as_the_apiservers_object_matcher() {
+        fn labels(object: &Value) -> Option<&Value> {
+            object.pointer("/metadata/labels")
+        }
+        let team: LabelSelector =
+            serde_json::from_value(json!({"matchLabels": {"team": "a"}})).unwrap();
+        let empty = LabelSelector::default();
+        let labelled = json!({"metadata": {"labels": {"team": "a"}}});
+        let mut connect = request("Pod", "", "ns", "CONNECT", Value::Null);
+        connect.object = None;
+        // An empty selector matches every request, one without objects included.
+        assert!(SelectorMatcher::selects_objects(&empty, &connect, labels));
+        assert!(!SelectorMatcher::selects_objects(&team, &connect, labels));
+        let mut update = request("Pod", "", "ns", "UPDATE", json!({"metadata": {}}));
+        assert!(!SelectorMatcher::selects_objects(&team, &update, labels));
+        update.old_object = Some(labelled.clone());
+        assert!(SelectorMatcher::new(&team).matches_objects(&update, labels));
     }
 }

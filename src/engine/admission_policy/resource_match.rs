@@ -241,13 +241,7 @@ impl ResourceMatcher {
         let Some(selector) = &self.object_selector else {
             return true;
         };
-        [request.object.as_ref(), request.old_object.as_ref()]
-            .into_iter()
-            .flatten()
-            .any(|object| {
-                let labels = object_labels(Some(object));
-                selector.matches(&|key| labels.and_then(|l| l.get(key)).and_then(Value::as_str))
-            })
+        selector.matches_objects(request, |object| object.pointer("/metadata/labels"))
     }
 
     /// Whether the request is matched. Empty `resourceRules` match every request (a binding's
