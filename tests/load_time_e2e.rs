@@ -17,7 +17,8 @@
 //!   check --policies FILE /dev/null` on each policy alone and compares its answer with the
 //!   recorded one: exit 0 for a created policy (warnings on stderr are not refusals); for a
 //!   refused one, exit 2 and the text after `(document N): ` equal to the apiserver's error, or
-//!   to its first error when the apiserver lists several.
+//!   to all of its errors in its order, listed as kubectl lists them (`\n* field: message`
+//!   each), when it lists several.
 
 mod common;
 
@@ -402,18 +403,18 @@ fn document_error(refusal: &str) -> Option<&str> {
     DOCUMENT.find(refusal).map(|m| &refusal[m.end()..])
 }
 
-/// Whether Portcullis's answer is the apiserver's: both created, or Portcullis's one error is
-/// the apiserver's only or first one (or all of them, listed as kubectl lists them).
+/// Whether Portcullis's answer is the apiserver's: both created, or Portcullis's error is the
+/// apiserver's only one, or all of them in its order, listed as kubectl lists them.
 fn agree(apiserver: &Answer, portcullis: &Answer) -> bool {
     match (apiserver, portcullis) {
         (Answer::Created, Answer::Created) => true,
-        (Answer::Refused(expected), Answer::Refused(got)) => match got.as_slice() {
-            [one] => {
-                expected.first() == Some(one)
-                    || (expected.len() > 1 && *one == format!("\n* {}", expected.join("\n* ")))
+        (Answer::Refused(expected), Answer::Refused(got)) => {
+            match (expected.as_slice(), got.as_slice()) {
+                ([only], [one]) => only == one,
+                (several, [one]) => *one == format!("\n* {}", several.join("\n* ")),
+                _ => expected == got,
             }
-            _ => expected == got,
-        },
+        }
         _ => false,
     }
 }

@@ -3,11 +3,14 @@
 //! names, `paramKind`, `matchConstraints`/`matchResources` (selectors, rules), validations'
 //! messages and reasons, audit annotation keys, `paramRef`, `validationActions`. Each error is
 //! worded as the apiserver's `field.Error` (`spec.x: Invalid value: "v": …`, `Required value`,
-//! `Unsupported value`, `Duplicate value`, `Forbidden`); the first in the apiserver's order is
-//! reported. Fields the apiserver defaults before validating (`failurePolicy`, `matchPolicy`,
-//! the selectors) are not required.
+//! `Unsupported value`, `Duplicate value`, `Forbidden`). The errors of compiling the policy's CEL
+//! join them, and all are reported in the apiserver's order (see [`FieldErrors::result`]).
+//! Fields the apiserver defaults before validating (`failurePolicy`, `matchPolicy`, the
+//! selectors) are not required.
 
+use super::policy_core::expect_output;
 use super::variables::is_cel_identifier;
+use crate::expressions::{CelType, Expression};
 use crate::names;
 use crate::policy::admission_policy::{
     AuditAnnotation, MatchResources, NamedRule, ParamKind, ParamRef, PolicyCommon, Validation,
@@ -18,14 +21,126 @@ use crate::policy::{DocumentSource, LabelSelector, PolicyError};
 /// The most audit annotations a policy may have.
 const MAX_AUDIT_ANNOTATIONS: usize = 20;
 /// The longest audit annotation `valueExpression`, in bytes.
-const MAX_VALUE_EXPRESSION_BYTES: usize = 5 * 1024;
+pub(super) const MAX_VALUE_EXPRESSION_BYTES: usize = 5 * 1024;
 
-/// Errors in the apiserver's order; the first is reported.
+/// The sections of a policy's `spec` in the order the apiserver validates them, each with the
+/// fields of one of its items in that order (`validations[i]`: `expression`,
+/// `messageExpression`, `message`, `reason`).
+pub(super) type SpecOrder = &'static [(&'static str, &'static [&'static str])];
+
+/// `ValidateValidatingAdmissionPolicy`'s order.
+pub(super) const VALIDATING_ORDER: SpecOrder = &[
+    ("failurePolicy", &[]),
+    ("paramKind", &[]),
+    ("matchConstraints", &[]),
+    ("matchConditions", &["expression", "name"]),
+    ("variables", &["name", "expression"]),
+    (
+        "validations",
+        &["expression", "messageExpression", "message", "reason"],
+    ),
+    ("auditAnnotations", &["key", "valueExpression"]),
+];
+
+/// `ValidateMutatingAdmissionPolicy`'s order.
+pub(super) const MUTATING_ORDER: SpecOrder = &[
+    ("failurePolicy", &[]),
+    ("paramKind", &[]),
+    ("matchConstraints", &[]),
+    ("matchConditions", &["expression", "name"]),
+    ("variables", &["name", "expression"]),
+    // A mutation's errors are found in the apiserver's order (which depends on its patchType).
+    ("mutations", &[]),
+    ("reinvocationPolicy", &[]),
+];
+
+/// A binding's errors are found in the apiserver's order already.
+pub(super) const BINDING_ORDER: SpecOrder = &[];
+
+/// Where the apiserver lists an error at `field` among a policy's: `metadata` first, then by
+/// section of `spec`, item index and field of the item. A duplicate audit annotation key is
+/// found after the annotation's own errors (upstream checks it after validating the item).
+fn apiserver_rank(field: &str, message: &str, order: SpecOrder) -> (usize, usize, usize) {
+    let Some(rest) = field.strip_prefix("spec.") else {
+        return (0, 0, 0);
+    };
+    let end = rest.find(['.', '[']).unwrap_or(rest.len());
+    let (name, rest) = rest.split_at(end);
+    let Some(section) = order.iter().position(|(section, _)| *section == name) else {
+        return (order.len() + 1, 0, 0);
+    };
+    let (index, rest) = match rest.strip_prefix('[').and_then(|r| r.split_once(']')) {
+        Some((index, rest)) => (index.parse::<usize>().map_or(0, |i| i + 1), rest),
+        None => (0, rest),
+    };
+    let item_fields = order[section].1;
+    let item_field = rest.strip_prefix('.').unwrap_or(rest);
+    let item_field = &item_field[..item_field.find(['.', '[']).unwrap_or(item_field.len())];
+    let mut position = item_fields
+        .iter()
+        .position(|f| *f == item_field)
+        .unwrap_or(0);
+    if name == "auditAnnotations" && message.starts_with("Duplicate value") {
+        position = item_fields.len();
+    }
+    (section + 1, index, position)
+}
+
+/// A policy's errors, found in the apiserver's order or placed there by [`FieldErrors::result`].
 #[derive(Default)]
 pub(super) struct FieldErrors(Vec<(String, String)>);
 
 impl FieldErrors {
-    fn required(&mut self, field: impl Into<String>, detail: &str) {
+    /// Adds an error found while compiling (a CEL expression, its output type).
+    pub(super) fn add(&mut self, error: PolicyError) {
+        self.0
+            .push((error.field.unwrap_or_default(), error.message));
+    }
+
+    /// The value of `result`, or `None` with its error added.
+    pub(super) fn keep<T>(&mut self, result: Result<T, PolicyError>) -> Option<T> {
+        result.map_err(|error| self.add(error)).ok()
+    }
+
+    /// A compiled expression of `field` whose static type is one of `expected`, or `None`
+    /// with the error of compiling it or of its type added.
+    pub(super) fn typed(
+        &mut self,
+        source: &DocumentSource,
+        field: &str,
+        compiled: Result<Expression, PolicyError>,
+        expected: &[CelType],
+    ) -> Option<Expression> {
+        let expression = self.keep(compiled)?;
+        self.keep(expect_output(source, field, &expression, expected))?;
+        Some(expression)
+    }
+
+    /// Every error, in the apiserver's order for a spec validated in `order`, as one load
+    /// error of `source`: `field: message` for one, and kubectl's list (`\n* field: message`
+    /// each) for several, as `kubectl create` prints the apiserver's answer.
+    pub(super) fn result(
+        self,
+        source: &DocumentSource,
+        order: SpecOrder,
+    ) -> Result<(), PolicyError> {
+        let mut errors = self.0;
+        errors.sort_by_cached_key(|(field, message)| apiserver_rank(field, message, order));
+        match errors.as_slice() {
+            [] => Ok(()),
+            [(field, message)] => Err(PolicyError::at(source, field.as_str(), message.as_str())),
+            several => Err(PolicyError::at(
+                source,
+                "",
+                several
+                    .iter()
+                    .map(|(field, message)| format!("\n* {field}: {message}"))
+                    .collect::<String>(),
+            )),
+        }
+    }
+
+    pub(super) fn required(&mut self, field: impl Into<String>, detail: &str) {
         let message = if detail.is_empty() {
             "Required value".to_owned()
         } else {
@@ -63,14 +178,6 @@ impl FieldErrors {
 
     fn forbidden(&mut self, field: impl Into<String>, detail: &str) {
         self.0.push((field.into(), format!("Forbidden: {detail}")));
-    }
-
-    /// The first error, as a load error of `source`.
-    pub(super) fn first(self, source: &DocumentSource) -> Result<(), PolicyError> {
-        match self.0.into_iter().next() {
-            Some((field, message)) => Err(PolicyError::at(source, field, message)),
-            None => Ok(()),
-        }
     }
 
     /// `metadata.name`: a DNS subdomain.

@@ -10,9 +10,9 @@ use serde_json::Value as Json;
 use super::AdmissionPolicies;
 use super::apply_configuration::merge_apply_configuration_with;
 use super::binding::{BindingCore, ParamSources};
-use super::field_validation::FieldErrors;
+use super::field_validation::{BINDING_ORDER, FieldErrors, MUTATING_ORDER};
 use super::params::ParamLookup;
-use super::policy_core::{PolicyCore, expect_output};
+use super::policy_core::PolicyCore;
 use crate::admission::{AdmissionRequest, GroupVersionKind};
 use crate::defaulting::apply_defaults;
 use crate::engine::cel_input::CelInputCell;
@@ -21,7 +21,8 @@ use crate::expressions::cel_to_json;
 use crate::expressions::{Expression, apply_configuration_type, json_patch_list_type};
 use crate::patch::json_patch::{PatchError, apply_operation};
 use crate::policy::admission_policy::{
-    Document, FailurePolicy, MutatingBindingSpec, MutatingPolicySpec, PatchType, ReinvocationPolicy,
+    Document, FailurePolicy, MutatingBindingSpec, MutatingPolicySpec, Mutation, PatchType,
+    ReinvocationPolicy,
 };
 use crate::policy::{DocumentSource, PolicyError};
 use crate::schema::round_trip::round_trip;
@@ -80,68 +81,14 @@ impl MutatingPolicy {
         let spec = &document.spec;
         let mut errors = FieldErrors::default();
         errors.policy_common(&document.metadata.name, &spec.common());
-        errors.first(source)?;
-        let mut core = PolicyCore::compile(source, &document.metadata.name, spec.common())?;
-        if spec.mutations.is_empty() {
-            return Err(PolicyError::at(
-                source,
-                "spec.mutations",
-                "required: at least one mutation",
-            ));
-        }
-        let mut mutations = Vec::new();
-        for (i, mutation) in spec.mutations.iter().enumerate() {
-            let field = format!("spec.mutations[{i}]");
-            let compiled = match (
-                mutation.patch_type,
-                &mutation.json_patch,
-                &mutation.apply_configuration,
-            ) {
-                (PatchType::JsonPatch, Some(patch), None) => {
-                    let at = format!("{field}.jsonPatch.expression");
-                    let expression = core.expression(source, &at, &patch.expression, true)?;
-                    expect_output(source, &at, &expression, &[json_patch_list_type()])?;
-                    CompiledMutation::JsonPatch(expression)
-                }
-                (PatchType::ApplyConfiguration, None, Some(apply)) => {
-                    let at = format!("{field}.applyConfiguration.expression");
-                    let expression = core.expression(source, &at, &apply.expression, true)?;
-                    expect_output(source, &at, &expression, &[apply_configuration_type()])?;
-                    CompiledMutation::ApplyConfiguration(expression)
-                }
-                (PatchType::JsonPatch, _, _) => {
-                    return Err(PolicyError::at(
-                        source,
-                        field,
-                        "patchType JSONPatch needs jsonPatch and no applyConfiguration",
-                    ));
-                }
-                (PatchType::ApplyConfiguration, _, _) => {
-                    return Err(PolicyError::at(
-                        source,
-                        field,
-                        "patchType ApplyConfiguration needs applyConfiguration and no jsonPatch",
-                    ));
-                }
-            };
-            mutations.push(compiled);
-        }
-        // The apiserver's API has no default here: a policy without it is refused at create.
-        let Some(reinvocation) = spec.reinvocation_policy else {
-            return Err(PolicyError::at(
-                source,
-                "spec.reinvocationPolicy",
-                "Required value",
-            ));
-        };
         if let Some(constraints) = &spec.match_constraints {
             for rule in &constraints.resource_rules {
-                if let Some(op) = rule
+                for op in rule
                     .operations
                     .iter()
-                    .find(|op| !matches!(op.as_str(), "*" | "CREATE" | "UPDATE" | "CONNECT"))
+                    .filter(|op| !matches!(op.as_str(), "*" | "CREATE" | "UPDATE" | "CONNECT"))
                 {
-                    return Err(PolicyError::at(
+                    errors.add(PolicyError::at(
                         source,
                         "spec.matchConstraints.resourceRules.operations",
                         format!(
@@ -152,6 +99,26 @@ impl MutatingPolicy {
                 }
             }
         }
+        let core = PolicyCore::compile(source, &document.metadata.name, spec.common(), &mut errors);
+        if spec.mutations.is_empty() {
+            errors.required("spec.mutations", "mutations must contain at least one item");
+        }
+        let mutations: Vec<CompiledMutation> = spec
+            .mutations
+            .iter()
+            .enumerate()
+            .filter_map(|(i, mutation)| {
+                compile_mutation(core.as_ref(), source, i, mutation, &mut errors)
+            })
+            .collect();
+        // The apiserver's API has no default here: a policy without it is refused at create.
+        if spec.reinvocation_policy.is_none() {
+            errors.required("spec.reinvocationPolicy", "");
+        }
+        errors.result(source, MUTATING_ORDER)?;
+        let (Some(mut core), Some(reinvocation)) = (core, spec.reinvocation_policy) else {
+            return Err(PolicyError::at(source, "spec", "Required value"));
+        };
         core.note_nesting(mutations.iter().map(CompiledMutation::expression));
         Ok(MutatingPolicy {
             core,
@@ -175,7 +142,7 @@ impl MutatingPolicy {
             &spec.param_ref,
             &spec.match_resources,
         );
-        errors.first(source)?;
+        errors.result(source, BINDING_ORDER)?;
         self.bindings.push(BindingCore::compile(
             &document.metadata.name,
             &spec.param_ref,
@@ -454,6 +421,67 @@ pub struct MutatedObject {
     /// Whether some mutation ran, so that the object is in its kind's typed form (see
     /// [`typed_form`]) and the patch must be taken from the typed form of the object sent.
     pub typed: bool,
+}
+
+/// Compiles one `spec.mutations` entry as the apiserver validates it (the patch of its
+/// `patchType`, required and compiled; the other one, refused); errors go to `errors`.
+/// Without `core` (the policy is refused already) the expression is not compiled.
+fn compile_mutation(
+    core: Option<&PolicyCore>,
+    source: &DocumentSource,
+    index: usize,
+    mutation: &Mutation,
+    errors: &mut FieldErrors,
+) -> Option<CompiledMutation> {
+    let field = format!("spec.mutations[{index}]");
+    let (kind, other, patch_type, expected, expression, other_set) = match mutation.patch_type {
+        PatchType::JsonPatch => (
+            "jsonPatch",
+            "applyConfiguration",
+            "JSONPatch",
+            json_patch_list_type(),
+            mutation.json_patch.as_ref().map(|p| &p.expression),
+            mutation.apply_configuration.is_some(),
+        ),
+        PatchType::ApplyConfiguration => (
+            "applyConfiguration",
+            "jsonPatch",
+            "ApplyConfiguration",
+            apply_configuration_type(),
+            mutation.apply_configuration.as_ref().map(|a| &a.expression),
+            mutation.json_patch.is_some(),
+        ),
+    };
+    let at = format!("{field}.{kind}.expression");
+    let compiled = match expression {
+        None => {
+            let detail = format!("must be specified when patchType is {patch_type}");
+            errors.required(format!("{field}.{kind}"), &detail);
+            None
+        }
+        Some(text) if text.trim().is_empty() => {
+            errors.required(&at, "");
+            None
+        }
+        Some(text) => core.and_then(|core| {
+            let compiled = core.expression(source, &at, text, true);
+            errors.typed(source, &at, compiled, std::slice::from_ref(&expected))
+        }),
+    };
+    if other_set {
+        errors.add(PolicyError::at(
+            source,
+            format!("{field}.{other}"),
+            format!(
+                "Invalid value: \"{{{other}}}\": must not be specified when patchType is \
+                 {patch_type}"
+            ),
+        ));
+    }
+    Some(match mutation.patch_type {
+        PatchType::JsonPatch => CompiledMutation::JsonPatch(compiled?),
+        PatchType::ApplyConfiguration => CompiledMutation::ApplyConfiguration(compiled?),
+    })
 }
 
 #[cfg(test)]

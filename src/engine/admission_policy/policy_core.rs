@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use super::field_validation::FieldErrors;
 use super::resource_match::ResourceMatcher;
 use super::variables::Variables;
 use crate::admission::AdmissionRequest;
@@ -66,23 +67,16 @@ pub(super) struct PolicyCore {
 }
 
 impl PolicyCore {
+    /// Compiles what both kinds of policy have; errors go to `errors` (after those of
+    /// [`FieldErrors::policy_common`]). `None` without `matchConstraints`.
     pub(super) fn compile(
         source: &DocumentSource,
         name: &str,
         common: PolicyCommon<'_>,
-    ) -> Result<Self, PolicyError> {
-        // Validated before (`FieldErrors::policy_common`).
-        let Some(constraints) = common.match_constraints else {
-            return Err(PolicyError::at(
-                source,
-                "spec.matchConstraints",
-                "Required value",
-            ));
-        };
-        let variables = Variables::compile(common.variables, source, common.param_kind.is_some())?;
-        let mut conditions = Vec::new();
+        errors: &mut FieldErrors,
+    ) -> Option<Self> {
         if common.match_conditions.len() > MAX_MATCH_CONDITIONS {
-            return Err(PolicyError::at(
+            errors.add(PolicyError::at(
                 source,
                 "spec.matchConditions",
                 format!(
@@ -91,37 +85,56 @@ impl PolicyCore {
                 ),
             ));
         }
+        let mut conditions = Vec::new();
+        let mut names: Vec<&str> = Vec::new();
         for (i, condition) in common.match_conditions.iter().enumerate() {
             let field = format!("spec.matchConditions[{i}].expression");
             let name_field = format!("spec.matchConditions[{i}].name");
-            if condition.name.is_empty() {
-                return Err(PolicyError::at(source, name_field, "Required value"));
-            }
-            if let Some(error) = names::qualified_name_errors(&condition.name).first() {
-                return Err(PolicyError::at(
-                    source,
-                    name_field,
-                    format!("Invalid value: {:?}: {error}", condition.name),
-                ));
-            }
-            if conditions.iter().any(|(n, _)| n == &condition.name) {
-                return Err(PolicyError::at(
-                    source,
-                    name_field,
-                    format!("Duplicate value: {:?}", condition.name),
-                ));
-            }
             // The apiserver compiles match conditions without `variables`.
             let declarations = Declarations {
                 variables: Declared::Undeclared,
                 params: common.param_kind.is_some(),
                 authorizer: true,
             };
-            let expression =
-                compile_expression(source, &field, &condition.expression, false, &declarations)?;
-            expect_output(source, &field, &expression, &[CelType::Bool])?;
-            conditions.push((condition.name.clone(), expression));
+            let expression = if condition.expression.trim().is_empty() {
+                errors.required(&field, "");
+                None
+            } else {
+                let compiled =
+                    compile_expression(source, &field, &condition.expression, false, &declarations);
+                errors.typed(source, &field, compiled, &[CelType::Bool])
+            };
+            if condition.name.is_empty() {
+                errors.required(&name_field, "");
+            } else {
+                for error in names::qualified_name_errors(&condition.name) {
+                    errors.add(PolicyError::at(
+                        source,
+                        &name_field,
+                        format!("Invalid value: {:?}: {error}", condition.name),
+                    ));
+                }
+                if names.contains(&condition.name.as_str()) {
+                    errors.add(PolicyError::at(
+                        source,
+                        &name_field,
+                        format!("Duplicate value: {:?}", condition.name),
+                    ));
+                }
+                names.push(&condition.name);
+            }
+            if let Some(expression) = expression {
+                conditions.push((condition.name.clone(), expression));
+            }
         }
+        let variables = Variables::compile(
+            common.variables,
+            source,
+            common.param_kind.is_some(),
+            errors,
+        );
+        // Required, and refused before (`FieldErrors::policy_common`).
+        let constraints = common.match_constraints?;
         let mut core = PolicyCore {
             name: Arc::from(name),
             param_kind: common.param_kind.cloned(),
@@ -140,7 +153,7 @@ impl PolicyCore {
             .collect();
         core.nested_comprehensions = expressions.iter().any(|e| nests_comprehensions(e));
         core.uses_authorizer = expressions.iter().any(|e| e.uses("authorizer"));
-        Ok(core)
+        Some(core)
     }
 
     /// Notes whether one of the policy's other `expressions` nests comprehensions (such an

@@ -9,9 +9,11 @@ use serde::Serialize;
 
 use super::AdmissionPolicies;
 use super::binding::{BindingCore, Bound, ParamSources};
-use super::field_validation::FieldErrors;
+use super::field_validation::{
+    BINDING_ORDER, FieldErrors, MAX_VALUE_EXPRESSION_BYTES, VALIDATING_ORDER,
+};
 use super::params::ParamLookup;
-use super::policy_core::{PolicyCore, expect_output};
+use super::policy_core::PolicyCore;
 use super::scope::Scope;
 use crate::admission::AdmissionRequest;
 use crate::engine::audit_annotation_key;
@@ -21,7 +23,8 @@ use crate::expressions::{
     CelType, CostBudget, Expression, PER_CALL_COST_LIMIT, POLICY_COST_BUDGET,
 };
 use crate::policy::admission_policy::{
-    Document, FailurePolicy, ValidatingBindingSpec, ValidatingPolicySpec, ValidationAction,
+    Document, FailurePolicy, ValidatingBindingSpec, ValidatingPolicySpec, Validation,
+    ValidationAction,
 };
 use crate::policy::{DocumentSource, PolicyError};
 
@@ -65,58 +68,49 @@ impl ValidatingPolicy {
         let spec = &document.spec;
         let mut errors = FieldErrors::default();
         errors.policy_common(&document.metadata.name, &spec.common());
+        if spec.validations.is_empty() && spec.audit_annotations.is_empty() {
+            let detail = "validations or auditAnnotations must contain at least one item";
+            errors.required("spec.validations", detail);
+            errors.required("spec.auditAnnotations", detail);
+        }
         for (i, validation) in spec.validations.iter().enumerate() {
             errors.validation(i, validation);
         }
         errors.audit_annotations(&document.metadata.name, &spec.audit_annotations);
-        errors.first(source)?;
-        if spec.validations.is_empty() && spec.audit_annotations.is_empty() {
+        let core = PolicyCore::compile(source, &document.metadata.name, spec.common(), &mut errors);
+        let mut validations = Vec::new();
+        let mut audit_annotations = Vec::new();
+        if let Some(core) = &core {
+            for (i, validation) in spec.validations.iter().enumerate() {
+                if let Some(compiled) = compile_validation(core, source, i, validation, &mut errors)
+                {
+                    validations.push(compiled);
+                }
+            }
+            for (i, annotation) in spec.audit_annotations.iter().enumerate() {
+                let value_field = format!("spec.auditAnnotations[{i}].valueExpression");
+                let text = annotation.value_expression.trim();
+                // Refused unseen when empty or too long (`FieldErrors::audit_annotations`).
+                if text.is_empty() || text.len() > MAX_VALUE_EXPRESSION_BYTES {
+                    continue;
+                }
+                let compiled =
+                    core.expression(source, &value_field, &annotation.value_expression, false);
+                let types = [CelType::String, CelType::Null];
+                let expression = errors.typed(source, &value_field, compiled, &types);
+                if let Some(expression) = expression {
+                    audit_annotations.push((annotation.key.clone(), expression));
+                }
+            }
+        }
+        errors.result(source, VALIDATING_ORDER)?;
+        let Some(mut core) = core else {
             return Err(PolicyError::at(
                 source,
-                "spec.validations",
-                "Required value: validations or auditAnnotations must contain at least one item",
+                "spec.matchConstraints",
+                "Required value",
             ));
-        }
-        let mut core = PolicyCore::compile(source, &document.metadata.name, spec.common())?;
-        let mut validations = Vec::new();
-        for (i, validation) in spec.validations.iter().enumerate() {
-            let field = format!("spec.validations[{i}]");
-            let expression_field = format!("{field}.expression");
-            let expression =
-                core.expression(source, &expression_field, &validation.expression, false)?;
-            expect_output(source, &expression_field, &expression, &[CelType::Bool])?;
-            let message_expression = validation
-                .message_expression
-                .as_deref()
-                .filter(|text| !text.is_empty())
-                .map(|text| {
-                    let message_field = format!("{field}.messageExpression");
-                    let expression = core.message_expression(source, &message_field, text)?;
-                    expect_output(source, &message_field, &expression, &[CelType::String])?;
-                    Ok::<_, PolicyError>(expression)
-                })
-                .transpose()?;
-            validations.push(PolicyValidation {
-                expression,
-                message: validation.message.clone(),
-                message_expression,
-                reason: validation.reason.clone(),
-            });
-        }
-        let mut audit_annotations = Vec::new();
-        for (i, annotation) in spec.audit_annotations.iter().enumerate() {
-            let field = format!("spec.auditAnnotations[{i}]");
-            let value_field = format!("{field}.valueExpression");
-            let expression =
-                core.expression(source, &value_field, &annotation.value_expression, false)?;
-            expect_output(
-                source,
-                &value_field,
-                &expression,
-                &[CelType::String, CelType::Null],
-            )?;
-            audit_annotations.push((annotation.key.clone(), expression));
-        }
+        };
         core.note_nesting(
             validations
                 .iter()
@@ -150,7 +144,7 @@ impl ValidatingPolicy {
             &spec.match_resources,
         );
         errors.validation_actions(actions);
-        errors.first(source)?;
+        errors.result(source, BINDING_ORDER)?;
         let core = BindingCore::compile(
             &document.metadata.name,
             &spec.param_ref,
@@ -630,4 +624,38 @@ fn go_json_escape(json: &str) -> String {
         }
     }
     out
+}
+
+/// Compiles one `spec.validations` entry's CEL (its other fields are checked by
+/// [`FieldErrors::validation`]); errors go to `errors`. What the apiserver does not compile
+/// (an empty expression, a blank `messageExpression`) is skipped: it was refused already.
+fn compile_validation(
+    core: &PolicyCore,
+    source: &DocumentSource,
+    index: usize,
+    validation: &Validation,
+    errors: &mut FieldErrors,
+) -> Option<PolicyValidation> {
+    let field = format!("spec.validations[{index}]");
+    let expression_field = format!("{field}.expression");
+    let expression = if validation.expression.trim().is_empty() {
+        None
+    } else {
+        let compiled = core.expression(source, &expression_field, &validation.expression, false);
+        errors.typed(source, &expression_field, compiled, &[CelType::Bool])
+    };
+    let message_expression = match validation.message_expression.as_deref() {
+        Some(text) if !text.trim().is_empty() => {
+            let message_field = format!("{field}.messageExpression");
+            let compiled = core.message_expression(source, &message_field, text);
+            Some(errors.typed(source, &message_field, compiled, &[CelType::String])?)
+        }
+        _ => None,
+    };
+    Some(PolicyValidation {
+        expression: expression?,
+        message: validation.message.clone(),
+        message_expression,
+        reason: validation.reason.clone(),
+    })
 }

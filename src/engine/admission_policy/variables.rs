@@ -2,6 +2,7 @@
 //! apiserver checks them (names are CEL identifiers, unique; a variable uses only those
 //! declared before it).
 
+use super::field_validation::FieldErrors;
 use super::policy_core::compile_expression;
 use crate::expressions::{CelType, Declarations, Expression, Variables as Declared};
 use crate::policy::admission_policy::NamedExpression;
@@ -54,47 +55,69 @@ pub(super) struct Variables {
 }
 
 impl Variables {
+    /// Compiles `spec.variables` in order, each seeing those before it; errors go to `errors`.
+    /// A variable that does not compile is declared `dyn` to the ones after it (as the
+    /// apiserver's composition compiler does) and has no expression; one without an
+    /// expression is not declared. With errors, the variables only serve to check the rest of
+    /// the policy, which is refused.
     pub(super) fn compile(
         specs: &[NamedExpression],
         source: &DocumentSource,
         params: bool,
-    ) -> Result<Self, PolicyError> {
+        errors: &mut FieldErrors,
+    ) -> Self {
         let mut variables = Variables::default();
         for (i, spec) in specs.iter().enumerate() {
             let field = format!("spec.variables[{i}].expression");
             // Names are validated before (`FieldErrors::policy_common`).
-            let expression = compile_expression(
-                source,
-                &field,
-                &spec.expression,
-                false,
-                &Declarations {
-                    variables: Declared::Typed(&variables.types),
-                    params,
-                    authorizer: true,
-                },
-            )?;
-            let closure = variables.needed(&expression).map_err(|name| {
-                PolicyError::at(
+            // Without an expression the apiserver neither compiles nor declares the variable.
+            if spec.expression.trim().is_empty() {
+                errors.required(&field, "expression is not specified");
+                continue;
+            }
+            let compiled = {
+                errors.keep(compile_expression(
                     source,
                     &field,
-                    format!(
-                        "Invalid value: {:?}: compilation failed: undefined field '{name}' \
-                         (a variable can only use the variables declared before it)",
-                        spec.expression
-                    ),
-                )
-            })?;
-            let mut closure = closure;
-            closure.push(i);
-            variables
-                .types
-                .push((spec.name.clone(), expression.output_type().as_variable()));
+                    &spec.expression,
+                    false,
+                    &Declarations {
+                        variables: Declared::Typed(&variables.types),
+                        params,
+                        authorizer: true,
+                    },
+                ))
+            };
+            let closure = compiled.as_ref().and_then(|expression| {
+                errors.keep(variables.needed(expression).map_err(|name| {
+                    PolicyError::at(
+                        source,
+                        &field,
+                        format!(
+                            "Invalid value: {:?}: compilation failed: undefined field '{name}' \
+                             (a variable can only use the variables declared before it)",
+                            spec.expression
+                        ),
+                    )
+                }))
+            });
+            let output = match (compiled, closure) {
+                (Some(expression), Some(mut closure)) => {
+                    closure.push(i);
+                    let output = expression.output_type().as_variable();
+                    variables.expressions.push(expression);
+                    variables.closures.push(closure);
+                    output
+                }
+                _ => {
+                    variables.closures.push(vec![i]);
+                    CelType::Dyn
+                }
+            };
+            variables.types.push((spec.name.clone(), output));
             variables.names.push(spec.name.clone());
-            variables.expressions.push(expression);
-            variables.closures.push(closure);
         }
-        Ok(variables)
+        variables
     }
 
     /// The variables `expression` needs, in order; `Err(name)` for an unknown one.
