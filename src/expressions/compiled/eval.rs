@@ -57,8 +57,18 @@ fn observe_map_order(range: &Value<'_>) {
     }
 }
 
-/// Comprehension variables held on the stack (two per comprehension).
+/// Comprehension variables held on the stack (two per comprehension): a program with more
+/// allocates them.
 const INLINE_LOCALS: usize = 8;
+
+/// Memo slots kept on the stack (more are allocated).
+const INLINE_MEMOS: usize = 16;
+
+/// Programs with at most this many locals and memo slots run with small stack arrays (most
+/// validations: one comprehension, a few remembered lookups), which cost less to set up and
+/// drop than the largest inline ones.
+const SMALL_LOCALS: usize = 2;
+const SMALL_MEMOS: usize = 4;
 
 /// Runs `program` against `activation`, charging `budget`.
 pub(in crate::expressions) fn run(
@@ -66,24 +76,41 @@ pub(in crate::expressions) fn run(
     activation: &Activation<'_>,
     budget: &mut LocalBudget,
 ) -> Outcome {
+    let (locals, memos) = (program.locals, program.memos.count);
+    if locals == 0 && memos == 0 {
+        run_with(program, activation, budget, &mut [], &mut [])
+    } else if locals <= SMALL_LOCALS && memos <= SMALL_MEMOS {
+        let mut inline_locals: [Value<'_>; SMALL_LOCALS] = Default::default();
+        let mut inline_memos = [Memo::Unknown; SMALL_MEMOS];
+        let (locals, memos) = (&mut inline_locals[..locals], &mut inline_memos[..memos]);
+        run_with(program, activation, budget, locals, memos)
+    } else if locals <= INLINE_LOCALS && memos <= INLINE_MEMOS {
+        let mut inline_locals: [Value<'_>; INLINE_LOCALS] = Default::default();
+        let mut inline_memos = [Memo::Unknown; INLINE_MEMOS];
+        let (locals, memos) = (&mut inline_locals[..locals], &mut inline_memos[..memos]);
+        run_with(program, activation, budget, locals, memos)
+    } else {
+        let mut spilled_locals = vec![Value::Null; locals];
+        let mut spilled_memos = vec![Memo::Unknown; memos];
+        run_with(
+            program,
+            activation,
+            budget,
+            &mut spilled_locals,
+            &mut spilled_memos,
+        )
+    }
+}
+
+/// [`run`] with the comprehension variables and memo slots in place.
+fn run_with<'r>(
+    program: &'r CompiledProgram,
+    activation: &'r Activation<'_>,
+    budget: &mut LocalBudget,
+    locals: &mut [Value<'r>],
+    memos: &mut [Memo<'r>],
+) -> Outcome {
     MAP_ORDER_OBSERVED.with(|observed| observed.set(false));
-    // Most programs have at most a few comprehensions: their variables live on the stack.
-    let mut inline: [Value<'_>; INLINE_LOCALS] = Default::default();
-    let mut spilled = Vec::new();
-    let locals = if program.locals <= INLINE_LOCALS {
-        &mut inline[..program.locals]
-    } else {
-        spilled.resize(program.locals, Value::Null);
-        &mut spilled[..]
-    };
-    let mut inline_memos: [Memo<'_>; INLINE_MEMOS] = [Memo::Unknown; INLINE_MEMOS];
-    let mut spilled_memos = Vec::new();
-    let memos = if program.memos.count <= INLINE_MEMOS {
-        &mut inline_memos[..program.memos.count]
-    } else {
-        spilled_memos.resize(program.memos.count, Memo::Unknown);
-        &mut spilled_memos[..]
-    };
     let mut frame = Frame {
         activation,
         locals,
@@ -103,9 +130,6 @@ pub(in crate::expressions) fn run(
     GAVE_UP.with(|gave_up| gave_up.set(matches!(outcome, Outcome::Interpret)));
     outcome
 }
-
-/// Memo slots kept on the stack (more are allocated).
-const INLINE_MEMOS: usize = 16;
 
 /// A remembered lookup of a member of a JSON object.
 #[derive(Debug, Clone, Copy)]
