@@ -75,19 +75,17 @@ impl Variables {
                 errors.required(&field, "expression is not specified");
                 continue;
             }
-            let compiled = {
-                errors.keep(compile_expression(
-                    source,
-                    &field,
-                    &spec.expression,
-                    false,
-                    &Declarations {
-                        variables: Declared::Typed(&variables.types),
-                        params,
-                        authorizer: true,
-                    },
-                ))
-            };
+            let compiled = errors.keep(compile_expression(
+                source,
+                &field,
+                &spec.expression,
+                false,
+                &Declarations {
+                    variables: Declared::Typed(&variables.types),
+                    params,
+                    authorizer: true,
+                },
+            ));
             let closure = compiled.as_ref().and_then(|expression| {
                 errors.keep(variables.needed(expression).map_err(|name| {
                     PolicyError::at(
