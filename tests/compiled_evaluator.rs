@@ -465,6 +465,10 @@ fn library_calls_compile_and_agree_with_the_interpreter() {
         ),
         ("[3, 1, 2].sort()", Some(json!([1, 2, 3]))),
         (
+            "[object.spec.ips, [[object.metadata.name]]].flatten(size(object.spec.ips) - 1)",
+            Some(json!(["10.0.0.1", "2001:db8::1", [" Web-1 "]])),
+        ),
+        (
             "object.spec.containers.map(c, c.name).distinct().size()",
             Some(json!(2)),
         ),
@@ -472,6 +476,7 @@ fn library_calls_compile_and_agree_with_the_interpreter() {
         ("quantity(object.metadata.name).isInteger()", None),
         ("object.metadata.name.substring(5, 1)", None),
         ("ip(object.metadata.name).family()", None),
+        ("[object.spec.ips].flatten(-1)", None),
     ];
     for (source, expected) in cases {
         let program = environment

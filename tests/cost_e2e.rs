@@ -361,6 +361,8 @@ const EXACT_CASES: &[(&str, &str)] = &[
          && object.metadata.annotations.ips.split(',').slice(0, 40).distinct().size() == 40 \
          && object.metadata.annotations.ips.split(',').slice(0, 40).sort().size() == 40 \
          && [object.metadata.annotations.ips.split(','), ['x']].flatten().size() == 126 \
+         && [object.metadata.annotations.ips.split(',')].flatten(3).size() == 125 \
+         && object.metadata.annotations.ips.split(',').flatten(size([c.name, c.image])).size() == 125 \
          && lists.range(30).sort().size() == 30 && [3, 1, 2].sort() == [1, 2, 3] \
          && object.spec.containers.map(x, x.name).sort().size() > 0 \
          && object.spec.containers.reverse().size() > 0",

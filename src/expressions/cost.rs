@@ -27,8 +27,8 @@
 //! way as its `CostEstimator` says (`LIBRARY_SIZED`; `join` by its result, wrapped;
 //! `containsIP`/`containsCIDR` by the CIDR's prefix); cel-go's set and list calls as their
 //! trackers say (`sets.*` by the product of the sizes; `reverse`, `slice`, `lists.range` by
-//! their result, wrapped; `flatten()` by its receiver; `distinct` and a typed `sort` by the
-//! receiver's size squared); and `matches`, `find`, `findAll`, a
+//! their result, wrapped; `flatten()` by its receiver, `flatten(depth)` by its receiver times
+//! the depth; `distinct` and a typed `sort` by the receiver's size squared); and `matches`, `find`, `findAll`, a
 //! format's `validate` and the authorizer's `labelSelector`/`fieldSelector` by their
 //! implementations, which see every operand.
 //!
@@ -93,6 +93,12 @@ pub(crate) enum SizeRule {
     /// plus a tenth when its first item is a string or bytes (the flag), rounded down; plus a
     /// list's creation (one operand).
     SelfCompare = 16,
+    /// Notes an int operand's value (`flatten`'s depth): its magnitude, and whether it is
+    /// negative.
+    NoteInt = 17,
+    /// `flatten(depth)` (cel-go's lists tracker): the list's size times the noted depth (1 for
+    /// a negative one), rounded down, plus a list's creation.
+    FlattenDepth = 18,
 }
 
 impl SizeRule {
@@ -115,6 +121,8 @@ impl SizeRule {
             SizeRule::SetsProductTwice,
             SizeRule::ListAllocation,
             SizeRule::SelfCompare,
+            SizeRule::NoteInt,
+            SizeRule::FlattenDepth,
         ]
         .into_iter()
         .find(|rule| *rule as i64 == code)
@@ -135,7 +143,7 @@ impl SizeRule {
     pub(crate) fn units(self, first: (u64, bool), second: (u64, bool)) -> u64 {
         let tenth = |size: u64| size.div_ceil(10);
         match self {
-            SizeRule::Note => 0,
+            SizeRule::Note | SizeRule::NoteInt => 0,
             SizeRule::Min => tenth(first.0.min(second.0)),
             SizeRule::MinOfText if first.1 && second.1 => tenth(first.0.min(second.0)),
             SizeRule::SumOfText if first.1 && second.1 => tenth(first.0 + second.0),
@@ -151,6 +159,11 @@ impl SizeRule {
             SizeRule::SetsProduct => first.0.saturating_mul(second.0),
             SizeRule::SetsProductTwice => first.0.saturating_mul(second.0).saturating_mul(2),
             SizeRule::ListAllocation => second.0.saturating_add(LIST_CREATE),
+            // cel-go multiplies in floating point and takes a negative depth as 1.
+            SizeRule::FlattenDepth if first.1 => second.0.saturating_add(LIST_CREATE),
+            SizeRule::FlattenDepth => {
+                ((second.0 as f64 * first.0 as f64) as u64).saturating_add(LIST_CREATE)
+            }
             SizeRule::SelfCompare if second.0 == 0 => LIST_CREATE,
             SizeRule::SelfCompare => {
                 // cel-go computes the factor and the product in floating point.
@@ -855,6 +868,15 @@ fn call_units(call: &mut CallExpr) -> u64 {
             sized(target, -1, rule);
             units
         }
+        // `flatten(depth)`: by its receiver's size times the depth (one overload).
+        "flatten" if call.args.len() == 1 && call.target.is_some() && !is_namespaced(call) => {
+            let target = call.target.as_deref_mut().expect("a target");
+            let units = 1 + region(target) + region(&mut call.args[0]);
+            let site = NEXT_SITE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            sized(&mut call.args[0], site, SizeRule::NoteInt);
+            sized(target, site, SizeRule::FlattenDepth);
+            units
+        }
         "contains" if call.args.len() == 1 && call.target.is_some() => {
             let target = call.target.as_deref_mut().expect("a target");
             sized_pair(&mut call.args[0], target, SizeRule::Product)
@@ -956,7 +978,7 @@ pub(crate) fn charge_sized(
     operand: (u64, bool),
 ) -> Result<(), cel::ExecutionError> {
     match rule {
-        SizeRule::Note => {
+        SizeRule::Note | SizeRule::NoteInt => {
             NOTED.with(|noted| {
                 let mut noted = noted.borrow_mut();
                 match noted.iter_mut().find(|(s, _)| *s == site) {
@@ -1103,6 +1125,20 @@ mod tests {
                 15 + 13 + 19 + 1 + 1,
             ),
             ("[3, 1, 2].sort() == [1, 2, 3]", 1 + 18 + 10 + 1),
+            // The receiver's 2 items times the depth, + 1 + 10: 13 + 15 + 1 + 1; depth 0: 11;
+            // a depth read from the object (`size` 1 + 3): 2 × 3 + 11.
+            (
+                "[object.spec.names, ['x']].flatten(2).size() == 4",
+                13 + 15 + 1 + 1,
+            ),
+            (
+                "[object.spec.names].flatten(0).size() == 1",
+                13 + 11 + 1 + 1,
+            ),
+            (
+                "[object.spec.names, ['x']].flatten(size(object.spec.names)).size() == 4",
+                13 + 4 + 17 + 1 + 1,
+            ),
         ]);
     }
 

@@ -471,10 +471,15 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
                 let value = value.to_cel().ok_or(Stop)?;
                 crate::expressions::library::library_size(rule, &value)
             }
+            SizeRule::NoteInt => match value {
+                Value::Int(depth) => Some(depth.unsigned_abs()),
+                _ => None,
+            },
             _ => value.size(),
         };
         let textlike = match rule {
             SizeRule::InList => value.is_list(),
+            SizeRule::NoteInt => matches!(value, Value::Int(depth) if *depth < 0),
             SizeRule::SelfCompare => value
                 .list_items()
                 .and_then(|mut items| items.next())
@@ -483,7 +488,7 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
         };
         let operand = (size.unwrap_or(1), textlike);
         match rule {
-            SizeRule::Note => {
+            SizeRule::Note | SizeRule::NoteInt => {
                 match self.noted.iter_mut().find(|(s, _)| *s == site) {
                     Some(entry) => entry.1 = operand,
                     None => self.noted.push((site, operand)),
@@ -505,7 +510,8 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
             | SizeRule::ContainsCidr
             | SizeRule::ContainsCidrString
             | SizeRule::SetsProduct
-            | SizeRule::SetsProductTwice => match self.noted.iter().position(|(s, _)| *s == site) {
+            | SizeRule::SetsProductTwice
+            | SizeRule::FlattenDepth => match self.noted.iter().position(|(s, _)| *s == site) {
                 Some(at) => {
                     let first = self.noted.swap_remove(at).1;
                     self.charge_cost(rule.units(first, operand))

@@ -537,6 +537,8 @@ fn sized<'b, 'v>(mut args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Execut
     let kind = value.get_type().kind();
     let size = if rule == super::cost::SizeRule::Traversal || rule.is_containment() {
         cel::Value::try_from(value.as_ref()).map_or(1, |v| library_size(rule, &v).unwrap_or(1))
+    } else if rule == super::cost::SizeRule::NoteInt {
+        CelInt::from_val(value.as_ref()).map_or(1, |depth| depth.inner().unsigned_abs())
     } else {
         // cel-go's `actualSize`: a string's code points, a list's or map's items; 1 otherwise.
         value
@@ -545,6 +547,9 @@ fn sized<'b, 'v>(mut args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Execut
     };
     let textlike = match rule {
         super::cost::SizeRule::InList => kind == Kind::List,
+        super::cost::SizeRule::NoteInt => {
+            CelInt::from_val(value.as_ref()).is_some_and(|depth| *depth.inner() < 0)
+        }
         super::cost::SizeRule::SelfCompare => {
             cel::Value::try_from(value.as_ref()).is_ok_and(|list| first_item_is_text(&list))
         }
