@@ -161,6 +161,10 @@ fn edge_cases_agree_with_the_interpreter() {
     });
     let cases: &[(&str, Option<Value>)] = &[
         ("object.metadata.name.size() == 5", Some(json!(true))),
+        (
+            "object.spec.containers.sortBy(c, size(c.image)).map(c, c.name) + 'b,a'.split(',').sortBy(s, s)",
+            Some(json!(["a", "b", "a", "b"])),
+        ),
         ("size(object.metadata.name)", Some(json!(5))),
         (
             "'app' in object.metadata.labels && !('x' in object.metadata.labels)",

@@ -368,6 +368,14 @@ const EXACT_CASES: &[(&str, &str)] = &[
          && object.spec.containers.reverse().size() > 0",
     ),
     (
+        "exact-sort-by",
+        "object.metadata.annotations.ips.split(',').slice(0, 40).sortBy(s, s).size() == 40 \
+         && object.metadata.annotations.ips.split(',').slice(0, 40).sortBy(s, size(s)).size() == 40 \
+         && object.metadata.annotations.ips.split(',').slice(0, 30).map(x, x).sortBy(n, n.size()).size() == 30 \
+         && object.spec.containers.sortBy(x, x.name).size() > 0 \
+         && [2, 1].sortBy(x, x) == [1, 2]",
+    ),
+    (
         "exact-selectors",
         "[authorizer.group('').resource('pods') \
          .labelSelector(object.metadata.annotations.selector) \

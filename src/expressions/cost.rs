@@ -295,6 +295,9 @@ enum StaticType {
     /// A list of ints (`lists.range`, a literal of ints).
     IntList,
     List,
+    /// An int, uint, double, bool, duration or timestamp (a literal, `size`, a conversion, a
+    /// comparison, an item of a list of ints).
+    Scalar,
     Dyn,
 }
 
@@ -319,12 +322,17 @@ struct Scope;
 
 impl Scope {
     fn enter(variable: &str, range: StaticType) -> Scope {
-        let element = if range == StaticType::StringList {
-            StaticType::String
-        } else {
-            StaticType::Dyn
+        let element = match range {
+            StaticType::StringList => StaticType::String,
+            StaticType::IntList => StaticType::Scalar,
+            _ => StaticType::Dyn,
         };
-        SCOPES.with(|scopes| scopes.borrow_mut().push((variable.to_owned(), element)));
+        Scope::bind(variable, element)
+    }
+
+    /// A variable that holds a value of this type (a binding's).
+    fn bind(variable: &str, value: StaticType) -> Scope {
+        SCOPES.with(|scopes| scopes.borrow_mut().push((variable.to_owned(), value)));
         Scope
     }
 }
@@ -340,6 +348,12 @@ fn static_type(expr: &IdedExpr) -> StaticType {
     match &expr.expr {
         Expr::Literal(LiteralValue::String(_)) => StaticType::String,
         Expr::Literal(LiteralValue::Bytes(_)) => StaticType::Bytes,
+        Expr::Literal(
+            LiteralValue::Int(_)
+            | LiteralValue::UInt(_)
+            | LiteralValue::Double(_)
+            | LiteralValue::Boolean(_),
+        ) => StaticType::Scalar,
         Expr::Ident(name) => SCOPES.with(|scopes| {
             scopes
                 .borrow()
@@ -381,6 +395,31 @@ fn static_type(expr: &IdedExpr) -> StaticType {
                     StaticType::String
                 }
                 "quote" if is_namespaced(call) => StaticType::String,
+                "size" if call.args.len() + usize::from(member) == 1 => StaticType::Scalar,
+                "int" | "uint" | "double" | "bool" | "duration" | "timestamp"
+                    if !member && call.args.len() == 1 =>
+                {
+                    StaticType::Scalar
+                }
+                "indexOf" | "lastIndexOf" | "startsWith" | "endsWith" | "matches"
+                    if member && !is_namespaced(call) =>
+                {
+                    StaticType::Scalar
+                }
+                operators::EQUALS
+                | operators::NOT_EQUALS
+                | operators::LESS
+                | operators::LESS_EQUALS
+                | operators::GREATER
+                | operators::GREATER_EQUALS
+                | operators::LOGICAL_NOT
+                | operators::LOGICAL_AND
+                | operators::LOGICAL_OR
+                | operators::IN
+                    if !member =>
+                {
+                    StaticType::Scalar
+                }
                 "split" | "findAll" if member => StaticType::StringList,
                 "range" if is_namespaced(call) => StaticType::IntList,
                 // `list(T)` in, `list(T)` out.
@@ -414,6 +453,29 @@ fn static_type(expr: &IdedExpr) -> StaticType {
         }
         _ => StaticType::Dyn,
     }
+}
+
+/// The call `sortBy` expands into: the list, sorted by the keys its argument computes.
+const SORT_BY_KEYS: &str = "@sortByAssociatedKeys";
+
+/// Whether the checker knows the type of the keys `sortBy` computes (`keys`: its `map`
+/// expansion, `@result + [key]`): then it picks that type's overload.
+fn sort_keys_are_typed(keys: &IdedExpr) -> bool {
+    let Expr::Comprehension(c) = &keys.expr else {
+        return false;
+    };
+    let Expr::Call(step) = &c.loop_step.expr else {
+        return false;
+    };
+    let Some(Expr::List(item)) = step.args.get(1).map(|arg| &arg.expr) else {
+        return false;
+    };
+    let _scope = Scope::enter(&c.iter_var, static_type(&c.iter_range));
+    item.elements.len() == 1
+        && matches!(
+            static_type(&item.elements[0]),
+            StaticType::String | StaticType::Bytes | StaticType::Scalar
+        )
 }
 
 /// Whether the checker knows `expr` is a string or bytes.
@@ -591,10 +653,12 @@ fn region(expr: &mut IdedExpr) -> u64 {
             if c.iter_var == "#unused" {
                 // A binding: the two-variable macros bind their names from `@it[0]`/`@it[1]`,
                 // which cel-go iterates natively, for free.
+                let value = static_type(&c.accu_init);
                 let init = match &c.accu_init.expr {
                     Expr::Call(call) if is_index(call) => 0,
                     _ => region(&mut c.accu_init),
                 };
+                let _scope = Scope::bind(&c.accu_var, value);
                 return init + region(&mut c.result);
             }
             let range = static_type(&c.iter_range);
@@ -866,6 +930,19 @@ fn call_units(call: &mut CallExpr) -> u64 {
             let target = call.target.as_deref_mut().expect("a target");
             let units = 1 + region(target);
             sized(target, -1, rule);
+            units
+        }
+        // `sortBy`'s sort (cel-go's lists tracker, on the overload for the keys' type): the
+        // keys' size squared, as `sort`, where the checker knows their type; dispatched at
+        // runtime (`dyn` keys) 1.
+        SORT_BY_KEYS
+            if call.args.len() == 1
+                && call.target.is_some()
+                && sort_keys_are_typed(&call.args[0]) =>
+        {
+            let units =
+                1 + call.target.as_deref_mut().map_or(0, region) + region(&mut call.args[0]);
+            sized(&mut call.args[0], -1, SizeRule::SelfCompare);
             units
         }
         // `flatten(depth)`: by its receiver's size times the depth (one overload).
