@@ -506,3 +506,120 @@ fn library_calls_compile_and_agree_with_the_interpreter() {
         }
     }
 }
+
+/// `variables.x` read by the compiled evaluator: each variable evaluated once per activation
+/// by its own program, charged to the expression that first reads it; the same values,
+/// errors and costs as the interpreter's, also where the compiled evaluator gives up after
+/// reading a variable.
+#[test]
+fn variables_compile_and_agree_with_the_interpreter() {
+    let environment = CelEnvironment::kubernetes();
+    let object = json!({
+        "spec": {"containers": [
+            {"name": "a", "image": "r/a:1"},
+            {"name": "b", "image": "r/b:latest"},
+        ]},
+    });
+    let variables = [
+        ("containers", "object.spec.containers"),
+        ("names", "object.spec.containers.map(c, c.name)"),
+        ("count", "size(object.spec.containers)"),
+        ("broken", "object.spec.missing"),
+        ("first", "variables.containers[0]"),
+        // An optional: held as the interpreter's value.
+        ("label", "object.?metadata.labels"),
+        (
+            "tagged",
+            "variables.names.map(n, n + ':' + string(variables.count))",
+        ),
+    ];
+    let programs: Vec<(&str, CelProgram)> = variables
+        .iter()
+        .map(|(name, source)| (*name, environment.compile(source).unwrap()))
+        .collect();
+    let program_of = |name: &str| &programs.iter().find(|(n, _)| *n == name).unwrap().1;
+    // Variables as `serve` evaluates them.
+    let activation = || {
+        Activation::new().object(&object).variables(
+            variables.iter().map(|(name, _)| *name),
+            |name, activation| program_of(name).evaluate_variable(activation),
+        )
+    };
+    // The oracle: variables interpreted too.
+    let interpreted_activation = || {
+        Activation::new().object(&object).variables(
+            variables.iter().map(|(name, _)| *name),
+            |name, activation| program_of(name).interpret_with_cost(activation).0,
+        )
+    };
+    let cases: &[(&str, Option<Value>)] = &[
+        (
+            "variables.containers.all(c, c.image.startsWith('r/'))",
+            Some(json!(true)),
+        ),
+        ("variables.names.exists(n, n == 'b')", Some(json!(true))),
+        (
+            "variables.count > 1 && variables.names[0] == 'a' && variables.first.name == 'a'",
+            Some(json!(true)),
+        ),
+        ("variables.names.map(n, n + '!')", Some(json!(["a!", "b!"]))),
+        ("variables.broken == 1", None),
+        (
+            "variables.count == 2 || variables.broken == 1",
+            Some(json!(true)),
+        ),
+        (
+            "variables.label.hasValue() || variables.tagged[1] == 'b:2'",
+            Some(json!(true)),
+        ),
+        // Gives up (list equality) after the variables were evaluated: the interpreter
+        // answers, charged the variables once.
+        (
+            "variables.names.size() == 2 && variables.names == ['a', 'b']",
+            Some(json!(true)),
+        ),
+    ];
+    for (source, expected) in cases {
+        let program = environment.compile(source).unwrap();
+        assert!(program.is_compiled(), "`{source}` is not compiled");
+        let compiled = program.evaluate_with_cost(&activation());
+        let gave_up = portcullis::expressions::compiled_evaluation_gave_up();
+        let interpreted = program.interpret_with_cost(&interpreted_activation());
+        assert_eq!(compiled, interpreted, "`{source}`");
+        // Only errors and list equality are left to the interpreter.
+        let answered_here = expected.is_some() && !source.contains("== ['a', 'b']");
+        assert_eq!(!gave_up, answered_here, "`{source}`");
+        match expected {
+            Some(expected) => {
+                assert!(compiled.1 > 0, "`{source}` charged nothing");
+                let value = compiled.0.unwrap_or_else(|e| panic!("`{source}`: {e}"));
+                assert_eq!(
+                    &portcullis::expressions::cel_to_json(&value).unwrap(),
+                    expected
+                );
+            }
+            None => assert!(compiled.0.is_err(), "`{source}`: {compiled:?}"),
+        }
+    }
+    // Computed by the compiled evaluator, then read by the interpreter (a two-variable
+    // comprehension is not compiled): the interpreter's view of the held value.
+    let shared = activation();
+    let compiled = environment.compile("variables.tagged.size()").unwrap();
+    assert_eq!(compiled.evaluate(&shared), Ok(cel::Value::Int(2)));
+    let interpreted = environment
+        .compile("variables.tagged.all(i, t, t.endsWith(':2')) && variables.containers.all(i, c, c.name != '') && !variables.label.hasValue()")
+        .unwrap();
+    assert!(!interpreted.is_compiled());
+    assert_eq!(
+        interpreted.evaluate_with_cost(&shared).0,
+        interpreted.interpret_with_cost(&interpreted_activation()).0
+    );
+    assert_eq!(interpreted.evaluate(&shared), Ok(cel::Value::Bool(true)));
+    // Read twice in one activation: evaluated (and charged) once.
+    let shared = activation();
+    let program = environment.compile("variables.names.size()").unwrap();
+    let first = program.evaluate_with_cost(&shared);
+    let second = program.evaluate_with_cost(&shared);
+    assert_eq!(first.0, second.0);
+    assert!(second.1 < first.1, "{} then {}", first.1, second.1);
+}

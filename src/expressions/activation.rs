@@ -10,11 +10,62 @@ use cel::common::value::{CowVal, Val};
 use cel::context::VariableResolver;
 use cel::{ExecutionError, Value};
 
-use super::{CelEvalError, convert, eval_error};
+use super::{CelEvalError, compiled, convert, eval_error};
 
 /// Evaluates the composition variable `name` (VAP `spec.variables`) for an activation.
 pub type VariableEvaluator<'a> =
-    dyn Fn(&str, &Activation<'a>) -> Result<Value, CelEvalError> + Send + Sync + 'a;
+    dyn Fn(&str, &Activation<'a>) -> Result<VariableValue<'a>, CelEvalError> + Send + Sync + 'a;
+
+/// A composition variable's value, as its evaluator gives it: a [`Value`], or what
+/// [`super::CelProgram::evaluate_variable`] gives (the compiled evaluator's value, borrowing
+/// the request, where it computed the variable).
+#[derive(Debug)]
+pub struct VariableValue<'a>(Held<'a>);
+
+/// What a [`VariableValue`] holds.
+#[derive(Debug)]
+pub(super) enum Held<'a> {
+    Compiled(compiled::Value<'a>),
+    Interpreted(Value),
+}
+
+impl<'a> VariableValue<'a> {
+    pub(super) fn compiled(value: compiled::Value<'a>) -> Self {
+        VariableValue(Held::Compiled(value))
+    }
+
+    pub(super) fn held(&self) -> &Held<'a> {
+        &self.0
+    }
+}
+
+impl From<Value> for VariableValue<'_> {
+    fn from(value: Value) -> Self {
+        VariableValue(Held::Interpreted(value))
+    }
+}
+
+/// A composition variable once evaluated: what it is, and the interpreter's view of it,
+/// built when the interpreter first reads it (the compiled evaluator reads the value).
+struct EvaluatedVariable<'a> {
+    value: VariableValue<'a>,
+    val: OnceLock<Result<Box<dyn Val + 'a>, CelEvalError>>,
+}
+
+impl<'a> EvaluatedVariable<'a> {
+    fn val(&self) -> Result<&(dyn Val + 'a), CelEvalError> {
+        let val = self.val.get_or_init(|| match self.value.held() {
+            Held::Compiled(compiled::Value::Json(json)) => Ok(convert::json_to_val(json)),
+            Held::Compiled(value) => value
+                .to_cel()
+                .ok_or_else(|| CelEvalError::runtime("an optional held as a variable"))?
+                .try_into()
+                .map_err(|e| eval_error(&e)),
+            Held::Interpreted(value) => value.clone().try_into().map_err(|e| eval_error(&e)),
+        });
+        val.as_ref().map(|val| &**val).map_err(Clone::clone)
+    }
+}
 
 /// One authorization question, as `authorizer.group(..).resource(..)...check(verb)` builds it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
@@ -174,7 +225,7 @@ impl<'a> Binding<'a> {
 
 struct LazyVariable<'a> {
     name: Cow<'a, str>,
-    value: OnceLock<Result<Box<dyn Val + 'a>, CelEvalError>>,
+    value: OnceLock<Result<EvaluatedVariable<'a>, CelEvalError>>,
 }
 
 /// The values one evaluation sees. Unset admission variables are `null`, as on CREATE
@@ -300,10 +351,10 @@ impl<'a> Activation<'a> {
     /// `evaluator` (which typically runs another [`super::CelProgram`] against this same
     /// activation). Variables may reference earlier ones; a cycle is the caller's to reject.
     #[must_use]
-    pub fn variables<S: Into<Cow<'a, str>>>(
+    pub fn variables<S: Into<Cow<'a, str>>, V: Into<VariableValue<'a>>>(
         mut self,
         names: impl IntoIterator<Item = S>,
-        evaluator: impl Fn(&str, &Activation<'a>) -> Result<Value, CelEvalError> + Send + Sync + 'a,
+        evaluator: impl Fn(&str, &Activation<'a>) -> Result<V, CelEvalError> + Send + Sync + 'a,
     ) -> Self {
         self.lazy = names
             .into_iter()
@@ -312,7 +363,9 @@ impl<'a> Activation<'a> {
                 value: OnceLock::new(),
             })
             .collect();
-        self.evaluator = Some(Box::new(evaluator));
+        self.evaluator = Some(Box::new(move |name: &str, activation: &Activation<'a>| {
+            evaluator(name, activation).map(Into::into)
+        }));
         self
     }
 
@@ -351,10 +404,22 @@ impl<'a> Activation<'a> {
     /// The value of composition variable `name`, evaluated now if not yet. A variable that
     /// references itself, directly or through others, is an error rather than a deadlock.
     pub fn variable(&self, name: &str) -> Option<Result<&(dyn Val + 'a), CelEvalError>> {
+        Some(self.evaluated(name)?.and_then(EvaluatedVariable::val))
+    }
+
+    /// Like [`Activation::variable`], the value as the evaluator gave it.
+    pub(super) fn variable_value(
+        &self,
+        name: &str,
+    ) -> Option<Result<&VariableValue<'a>, CelEvalError>> {
+        Some(self.evaluated(name)?.map(|evaluated| &evaluated.value))
+    }
+
+    fn evaluated(&self, name: &str) -> Option<Result<&EvaluatedVariable<'a>, CelEvalError>> {
         let index = self.lazy.iter().position(|v| v.name == name)?;
         let slot = &self.lazy[index];
         if let Some(result) = slot.value.get() {
-            return Some(result.as_ref().map(|b| &**b).map_err(Clone::clone));
+            return Some(result.as_ref().map_err(Clone::clone));
         }
         let key = (std::ptr::from_ref(self).addr(), index);
         let cycle = EVALUATING.with(|stack| {
@@ -382,11 +447,13 @@ impl<'a> Activation<'a> {
                 )),
                 cancelled => cancelled,
             })?;
-            let val: Box<dyn Val> = value.try_into().map_err(|e| eval_error(&e))?;
-            Ok(val)
+            Ok(EvaluatedVariable {
+                value,
+                val: OnceLock::new(),
+            })
         });
         EVALUATING.with(|stack| stack.borrow_mut().retain(|k| *k != key));
-        Some(result.as_ref().map(|b| &**b).map_err(Clone::clone))
+        Some(result.as_ref().map_err(Clone::clone))
     }
 
     /// The variables a bare `variables` (as in `has(variables.x)`) holds here: inside a

@@ -13,8 +13,8 @@ use cel::Env;
 use cel::common::ast::{EntryExpr, Expr, IdedExpr};
 
 use super::{
-    Activation, CelEnvironment, CelProgram, CelType, DeclaredObject, admission_request_type,
-    namespace_object_type,
+    Activation, CelEnvironment, CelProgram, CelType, DeclaredObject, VariableValue,
+    admission_request_type, namespace_object_type,
 };
 
 static ENVIRONMENT: LazyLock<CelEnvironment> = LazyLock::new(CelEnvironment::kubernetes);
@@ -274,6 +274,17 @@ impl Expression {
     pub fn evaluate(&self, activation: &Activation<'_>) -> Result<cel::Value, String> {
         self.program
             .evaluate(activation)
+            .map_err(|error| error.to_string())
+    }
+
+    /// Evaluates the expression as a composition variable (see
+    /// [`CelProgram::evaluate_variable`]); the error as [`Expression::evaluate`] gives it.
+    pub fn evaluate_variable<'a>(
+        &'a self,
+        activation: &Activation<'a>,
+    ) -> Result<VariableValue<'a>, String> {
+        self.program
+            .evaluate_variable(activation)
             .map_err(|error| error.to_string())
     }
 

@@ -41,7 +41,7 @@ use cel::parser::Expression as ParsedExpression;
 use cel::{Context, Env, ExecutionError};
 
 pub use activation::{
-    Activation, AuthorizationCheck, AuthorizationDecision, Authorizer, JsonSource,
+    Activation, AuthorizationCheck, AuthorizationDecision, Authorizer, JsonSource, VariableValue,
 };
 pub use compiled::{compiled_evaluation_gave_up, map_order_observed};
 pub use convert::{cel_to_json, json_to_cel, json_to_val};
@@ -563,7 +563,7 @@ impl CelProgram {
         &self,
         activation: &Activation<'_>,
     ) -> (Result<cel::Value, CelEvalError>, u64) {
-        self.interpret(activation, None)
+        self.interpret(activation, None, 0)
     }
 
     /// Evaluates against `activation`. Nested evaluations (of `variables`) share the outer
@@ -581,7 +581,7 @@ impl CelProgram {
         &self,
         activation: &Activation<'_>,
     ) -> (Result<cel::Value, CelEvalError>, u64) {
-        let mut deadline = None;
+        let (mut deadline, mut composed) = (None, 0);
         if let Some(program) = &self.compiled
             && COMPILED_EVALUATION.load(Ordering::Relaxed)
         {
@@ -591,25 +591,64 @@ impl CelProgram {
                 compiled::Outcome::Cancelled(message) => {
                     return (Err(CelEvalError::Cancelled(message)), budget.leave());
                 }
-                // Evaluated again from the start, by the interpreter.
-                compiled::Outcome::Interpret => deadline = budget.deadline(),
+                // Evaluated again from the start, by the interpreter; the variables it
+                // evaluated stay evaluated, and charged.
+                compiled::Outcome::Interpret => {
+                    deadline = budget.deadline();
+                    composed = budget.composed();
+                }
             }
         }
-        self.interpret(activation, deadline)
+        self.interpret(activation, deadline, composed)
+    }
+
+    /// Evaluates a composition variable (`variables.x`, see [`Activation::variables`]) as
+    /// [`CelProgram::evaluate`] does; its value as the compiled evaluator holds it where that
+    /// evaluator computed it (read by later compiled expressions without conversion).
+    pub fn evaluate_variable<'a>(
+        &'a self,
+        activation: &Activation<'a>,
+    ) -> Result<VariableValue<'a>, CelEvalError> {
+        let (mut deadline, mut composed) = (None, 0);
+        if let Some(program) = &self.compiled
+            && COMPILED_EVALUATION.load(Ordering::Relaxed)
+        {
+            let mut budget = LocalBudget::enter(&self.limits);
+            let outcome = compiled::run_variable(program, activation, &mut budget);
+            match outcome {
+                compiled::Outcome::Value(value) => {
+                    budget.leave();
+                    return Ok(VariableValue::compiled(value));
+                }
+                compiled::Outcome::Cancelled(message) => {
+                    budget.leave();
+                    return Err(CelEvalError::Cancelled(message));
+                }
+                compiled::Outcome::Interpret => {
+                    deadline = budget.deadline();
+                    composed = budget.composed();
+                }
+            }
+        }
+        let (result, _) = self.interpret(activation, deadline, composed);
+        result.map(VariableValue::from)
     }
 
     /// Evaluates on the interpreter; `deadline`: the one an evaluation of the same call that
-    /// gave up had set, if any (the clock runs on).
+    /// gave up had set, if any (the clock runs on); `composed`: what the variables it
+    /// evaluated were charged.
     fn interpret(
         &self,
         activation: &Activation<'_>,
         deadline: Option<Duration>,
+        composed: u64,
     ) -> (Result<cel::Value, CelEvalError>, u64) {
         let budget = Budget::enter(&self.limits);
-        if deadline.is_some() {
+        if deadline.is_some() || composed > 0 {
             BUDGET.with(|b| {
                 if let Some(mut remaining) = b.get() {
                     remaining.deadline = remaining.deadline.or(deadline);
+                    remaining.composed = remaining.composed.saturating_add(composed);
                     b.set(Some(remaining));
                 }
             });
@@ -843,8 +882,8 @@ fn spend(
 
 /// The budget of one evaluation by the compiled evaluator, held where it runs (no
 /// thread-local access per charge): taken from the evaluation it runs in, if any, and given
-/// back by [`LocalBudget::leave`]. The compiled evaluator evaluates nothing nested (no
-/// `variables`), so nothing else charges meanwhile.
+/// back by [`LocalBudget::leave`]. A `variables` entry it reads is evaluated with the budget
+/// lent back to the thread ([`LocalBudget::lend`]), as the interpreter's would be.
 pub(crate) struct LocalBudget {
     outer: Option<Remaining>,
     remaining: Remaining,
@@ -889,6 +928,25 @@ impl LocalBudget {
     /// The deadline set while it ran, if the clock was read.
     fn deadline(&self) -> Option<Duration> {
         self.remaining.deadline
+    }
+
+    /// What the variables evaluated while it ran were charged.
+    fn composed(&self) -> u64 {
+        self.remaining.composed
+    }
+
+    /// Runs `nested` (which evaluates a `variables` entry) with this budget on the thread,
+    /// where a nested evaluation finds its outer one's, then takes it back.
+    pub(crate) fn lend<T>(&mut self, nested: impl FnOnce() -> T) -> T {
+        BUDGET.with(|b| b.set(Some(self.remaining)));
+        let result = nested();
+        BUDGET.with(|b| {
+            if let Some(remaining) = b.get() {
+                self.remaining = remaining;
+            }
+            b.set(self.outer);
+        });
+        result
     }
 }
 

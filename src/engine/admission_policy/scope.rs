@@ -43,7 +43,7 @@ impl<'a> Scope<'a> {
                         return Err(CelEvalError::Runtime(format!("no such variable: {name}")));
                     };
                     expression
-                        .evaluate(activation)
+                        .evaluate_variable(activation)
                         .map_err(CelEvalError::Runtime)
                 },
             );

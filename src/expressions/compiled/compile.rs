@@ -71,6 +71,9 @@ impl<'e> Compiler<'e> {
             },
             Expr::Ident(name) => self.ident(name)?,
             Expr::Select(select) => {
+                if !select.test && self.names(&select.operand, "variables") {
+                    return Some(Node::Variable(select.field.as_str().into()));
+                }
                 if matches!(&select.operand.expr, Expr::Ident(root)
                     if SPECIAL_NAMES.contains(&root.as_str()) && self.local(root).is_none())
                 {

@@ -1,7 +1,6 @@
 //! Evaluating a [`CompiledProgram`].
 
 use std::cmp::Ordering;
-use std::rc::Rc;
 use std::sync::Arc;
 
 use cel::common::value::{CowVal, Val};
@@ -13,13 +12,14 @@ use super::{
     Arithmetic, Comparison, CompiledProgram, Fold, InterpretedPart, Node, Pattern, Quantifier,
     TextTest,
 };
+use crate::expressions::activation::Held;
 use crate::expressions::cost::SizeRule;
 use crate::expressions::{Activation, LocalBudget};
 
 /// How a compiled evaluation ended.
-pub(in crate::expressions) enum Outcome {
+pub(in crate::expressions) enum Outcome<T = cel::Value> {
     /// Its value.
-    Value(cel::Value),
+    Value(T),
     /// It gave up: the interpreter decides.
     Interpret,
     /// `--cel-timeout` ran out (final: evaluating again would only take as long again).
@@ -76,41 +76,65 @@ pub(in crate::expressions) fn run(
     activation: &Activation<'_>,
     budget: &mut LocalBudget,
 ) -> Outcome {
+    run_then(program, activation, budget, true, |value| value.to_cel())
+}
+
+/// Runs the program of a composition variable (`variables.x`), read while another
+/// expression is evaluated: its value as this evaluator holds it, borrowing the request (a
+/// value holding an optional is left to the interpreter, whose view of it is converted).
+pub(in crate::expressions) fn run_variable<'a>(
+    program: &'a CompiledProgram,
+    activation: &Activation<'a>,
+    budget: &mut LocalBudget,
+) -> Outcome<Value<'a>> {
+    run_then(program, activation, budget, false, |value| {
+        value.is_plain().then_some(value)
+    })
+}
+
+/// [`run`] with the comprehension variables and memo slots set up for `program`; `finish`
+/// takes the value (`None`: the interpreter decides); `first`: not nested in another
+/// evaluation (a nested one adds to what the outer one observed).
+fn run_then<'r, 'a: 'r, T>(
+    program: &'r CompiledProgram,
+    activation: &Activation<'a>,
+    budget: &mut LocalBudget,
+    first: bool,
+    finish: impl FnOnce(Value<'r>) -> Option<T>,
+) -> Outcome<T> {
     let (locals, memos) = (program.locals, program.memos.count);
+    let run = |locals: &mut [Value<'r>], memos: &mut [Memo<'r>]| {
+        run_with(program, activation, budget, locals, memos, first, finish)
+    };
     if locals == 0 && memos == 0 {
-        run_with(program, activation, budget, &mut [], &mut [])
+        run(&mut [], &mut [])
     } else if locals <= SMALL_LOCALS && memos <= SMALL_MEMOS {
         let mut inline_locals: [Value<'_>; SMALL_LOCALS] = Default::default();
         let mut inline_memos = [Memo::Unknown; SMALL_MEMOS];
-        let (locals, memos) = (&mut inline_locals[..locals], &mut inline_memos[..memos]);
-        run_with(program, activation, budget, locals, memos)
+        run(&mut inline_locals[..locals], &mut inline_memos[..memos])
     } else if locals <= INLINE_LOCALS && memos <= INLINE_MEMOS {
         let mut inline_locals: [Value<'_>; INLINE_LOCALS] = Default::default();
         let mut inline_memos = [Memo::Unknown; INLINE_MEMOS];
-        let (locals, memos) = (&mut inline_locals[..locals], &mut inline_memos[..memos]);
-        run_with(program, activation, budget, locals, memos)
+        run(&mut inline_locals[..locals], &mut inline_memos[..memos])
     } else {
-        let mut spilled_locals = vec![Value::Null; locals];
-        let mut spilled_memos = vec![Memo::Unknown; memos];
-        run_with(
-            program,
-            activation,
-            budget,
-            &mut spilled_locals,
-            &mut spilled_memos,
+        run(
+            &mut vec![Value::Null; locals],
+            &mut vec![Memo::Unknown; memos],
         )
     }
 }
 
-/// [`run`] with the comprehension variables and memo slots in place.
-fn run_with<'r>(
+/// [`run_then`] with the comprehension variables and memo slots in place.
+fn run_with<'r, 'a: 'r, T>(
     program: &'r CompiledProgram,
-    activation: &'r Activation<'_>,
+    activation: &Activation<'a>,
     budget: &mut LocalBudget,
     locals: &mut [Value<'r>],
     memos: &mut [Memo<'r>],
-) -> Outcome {
-    MAP_ORDER_OBSERVED.with(|observed| observed.set(false));
+    first: bool,
+    finish: impl FnOnce(Value<'r>) -> Option<T>,
+) -> Outcome<T> {
+    let observed_before = MAP_ORDER_OBSERVED.with(|observed| observed.replace(false));
     let mut frame = Frame {
         activation,
         locals,
@@ -121,12 +145,15 @@ fn run_with<'r>(
         cancelled: None,
     };
     let outcome = match frame.eval(&program.root) {
-        Ok(value) => value.to_cel().map_or(Outcome::Interpret, Outcome::Value),
+        Ok(value) => finish(value).map_or(Outcome::Interpret, Outcome::Value),
         Err(Stop) => match frame.cancelled.take() {
             Some(message) => Outcome::Cancelled(message),
             None => Outcome::Interpret,
         },
     };
+    if !first && observed_before {
+        MAP_ORDER_OBSERVED.with(|observed| observed.set(true));
+    }
     GAVE_UP.with(|gave_up| gave_up.set(matches!(outcome, Outcome::Interpret)));
     outcome
 }
@@ -140,7 +167,7 @@ enum Memo<'r> {
 }
 
 struct Frame<'r, 'a, 'b, 'l> {
-    activation: &'r Activation<'a>,
+    activation: &'l Activation<'a>,
     locals: &'l mut [Value<'r>],
     memos: &'l mut [Memo<'r>],
     /// By frame position, the memo slots that binding it forgets.
@@ -270,6 +297,7 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
                 Some(json) => Value::from_json(json),
                 None => return Err(Stop),
             },
+            Node::Variable(name) => self.variable(name)?,
             Node::Local(position) => self.locals[*position].clone(),
             Node::Select(operand, fields) => {
                 let mut value = self.eval(operand)?;
@@ -314,7 +342,7 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
                 Value::Optional(Some(inner)) => optional_field(&inner, field),
                 operand => optional_field(&operand, field),
             },
-            Node::OptionalOf(inner) => Value::Optional(Some(Rc::new(self.eval(inner)?))),
+            Node::OptionalOf(inner) => Value::Optional(Some(Arc::new(self.eval(inner)?))),
             Node::OptionalNone => Value::Optional(None),
             Node::OrValue(optional, otherwise) => {
                 let otherwise = self.eval(otherwise)?;
@@ -331,9 +359,9 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
             Node::HasValue(..) => Value::from_bool(self.eval_bool(node)?),
             Node::ToText(inner) => match self.eval(inner)? {
                 text @ (Value::Text(_) | Value::OwnedText(_)) => text,
-                Value::Int(i) => Value::OwnedText(Rc::new(i.to_string())),
-                Value::Uint(u) => Value::OwnedText(Rc::new(u.to_string())),
-                Value::Bool(b) => Value::OwnedText(Rc::new(b.get().to_string())),
+                Value::Int(i) => Value::OwnedText(Arc::new(i.to_string())),
+                Value::Uint(u) => Value::OwnedText(Arc::new(u.to_string())),
+                Value::Bool(b) => Value::OwnedText(Arc::new(b.get().to_string())),
                 _ => return Err(Stop),
             },
             Node::ToInt(inner) => match self.eval(inner)? {
@@ -348,7 +376,7 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
             Node::AsciiCase(lower, inner) => {
                 let value = self.eval(inner)?;
                 let text = value.text().ok_or(Stop)?;
-                Value::OwnedText(Rc::new(if *lower {
+                Value::OwnedText(Arc::new(if *lower {
                     text.to_ascii_lowercase()
                 } else {
                     text.to_ascii_uppercase()
@@ -400,7 +428,7 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
                 for item in items {
                     list.push(self.eval(item)?);
                 }
-                Value::List(Rc::new(list))
+                Value::List(Arc::new(list))
             }
             Node::Fold(fold) => self.fold(fold)?,
             Node::Quantifier(quantifier) => Value::from_bool(self.quantifier(quantifier)?),
@@ -518,6 +546,20 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
                 }
                 None => Ok(()),
             },
+        }
+    }
+
+    /// `variables.name`: evaluated by its own program the first time any expression reads it
+    /// (charged as the interpreter charges it); an error gives up, and the interpreter
+    /// reports it.
+    fn variable(&mut self, name: &str) -> Step<Value<'r>> {
+        let activation = self.activation;
+        match self.budget.lend(|| activation.variable_value(name)) {
+            Some(Ok(value)) => Ok(match value.held() {
+                Held::Compiled(value) => value.clone(),
+                Held::Interpreted(value) => Value::from_cel(value.clone()),
+            }),
+            Some(Err(_)) | None => Err(Stop),
         }
     }
 
@@ -672,7 +714,7 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
             }
         }
         self.locals[fold.item] = Value::Null;
-        Ok(Value::List(Rc::new(accumulated)))
+        Ok(Value::List(Arc::new(accumulated)))
     }
 }
 
@@ -736,22 +778,22 @@ fn optional_field<'r>(value: &Value<'r>, field: &str) -> Value<'r> {
     Value::Optional(match value {
         Value::Json(serde_json::Value::Object(members)) => members
             .get(field)
-            .map(|found| Rc::new(Value::from_json(found))),
+            .map(|found| Arc::new(Value::from_json(found))),
         _ => None,
     })
 }
 
 /// `value[?index]` (or an index into an optional): the item as an optional, none where
 /// there is none. Only the lookups whose failure is certainly a missing item are decided.
-fn optional_index<'r>(value: &Value<'r>, index: &Value<'r>) -> Step<Option<Rc<Value<'r>>>> {
+fn optional_index<'r>(value: &Value<'r>, index: &Value<'r>) -> Step<Option<Arc<Value<'r>>>> {
     match (value, index) {
         (Value::Json(serde_json::Value::Object(members)), Value::Text(_) | Value::OwnedText(_)) => {
             Ok(members
                 .get(index.text().unwrap_or_default())
-                .map(|found| Rc::new(Value::from_json(found))))
+                .map(|found| Arc::new(Value::from_json(found))))
         }
         (Value::Json(serde_json::Value::Array(_)) | Value::List(_), Value::Int(_)) => {
-            Ok(index_into(value, index).ok().map(Rc::new))
+            Ok(index_into(value, index).ok().map(Arc::new))
         }
         _ => Err(Stop),
     }
@@ -827,12 +869,12 @@ fn arithmetic<'r>(operator: Arithmetic, left: Value<'r>, right: Value<'r>) -> St
             let mut joined = String::with_capacity(a.len() + b.len());
             joined.push_str(a);
             joined.push_str(b);
-            Value::OwnedText(Rc::new(joined))
+            Value::OwnedText(Arc::new(joined))
         }
         (Add, _, _) if left.is_list() && right.is_list() => {
             let mut joined: Vec<Value<'r>> = left.list_items().ok_or(Stop)?.collect();
             joined.extend(right.list_items().ok_or(Stop)?);
-            Value::List(Rc::new(joined))
+            Value::List(Arc::new(joined))
         }
         _ => return Err(Stop),
     })
@@ -864,7 +906,7 @@ fn contains(container: &Value<'_>, element: &Value<'_>) -> Step<bool> {
 enum FoldItems<'r> {
     Keys(serde_json::map::Keys<'r>),
     Json(std::slice::Iter<'r, serde_json::Value>),
-    Built(Rc<Vec<Value<'r>>>, usize),
+    Built(Arc<Vec<Value<'r>>>, usize),
 }
 
 impl<'r> FoldItems<'r> {
@@ -872,7 +914,7 @@ impl<'r> FoldItems<'r> {
         Ok(match range {
             Value::Json(serde_json::Value::Object(fields)) => FoldItems::Keys(fields.keys()),
             Value::Json(serde_json::Value::Array(items)) => FoldItems::Json(items.iter()),
-            Value::List(items) => FoldItems::Built(Rc::clone(items), 0),
+            Value::List(items) => FoldItems::Built(Arc::clone(items), 0),
             _ => return Err(Stop),
         })
     }

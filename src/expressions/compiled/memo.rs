@@ -194,6 +194,7 @@ fn children(node: &mut Node, f: &mut impl FnMut(&mut Node)) {
         | Node::Text(_)
         | Node::Slot(_)
         | Node::Named(_)
+        | Node::Variable(_)
         | Node::Local(_)
         | Node::OptionalNone => {}
         Node::MemoSelect(chain) | Node::MemoHas(chain) => f(&mut chain.root),

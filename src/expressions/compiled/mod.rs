@@ -8,8 +8,11 @@
 //! load, and values borrow the JSON ([`value::Value`]).
 //!
 //! It covers a subset, and takes the interpreter's answers as the definition:
-//! - at load, an expression with anything outside the subset (`variables`, `authorizer`,
-//!   bytes literals, …) is not compiled, and the interpreter evaluates it;
+//! - at load, an expression with anything outside the subset (`authorizer`, a bare
+//!   `variables`, bytes literals, …) is not compiled, and the interpreter evaluates it;
+//!   `variables.x` reads the composition variable, evaluated on first read by its own
+//!   program and held as this evaluator's value, borrowing the request
+//!   ([`run_variable`]);
 //! - a library function without an operation of its own here, and a map or message
 //!   literal, is evaluated by the interpreter on operands evaluated here
 //!   ([`Node::Interpreted`]), except the calls that charge cost from inside (regexes,
@@ -30,8 +33,9 @@ mod memo;
 mod value;
 
 pub(super) use compile::compile;
-pub(super) use eval::{Outcome, run};
+pub(super) use eval::{Outcome, run, run_variable};
 pub use eval::{compiled_evaluation_gave_up, map_order_observed};
+pub(super) use value::Value;
 
 use super::cost::SizeRule;
 
@@ -95,6 +99,8 @@ enum Node {
     Slot(usize),
     /// Another variable bound by name.
     Named(Box<str>),
+    /// A composition variable (`variables.x`), evaluated on first read.
+    Variable(Box<str>),
     /// A comprehension variable, by frame position.
     Local(usize),
     /// Fields selected one after the other (`object.spec.containers`).

@@ -1,7 +1,6 @@
 //! Values of the compiled evaluator: scalars, strings and JSON containers borrowed from the
 //! request, and the few values an evaluation builds (concatenated strings, lists).
 
-use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::expressions::convert::JsonNumber;
@@ -10,12 +9,12 @@ use crate::expressions::convert::JsonNumber;
 /// request's JSON, the program's literals).
 ///
 /// Two words, a tag and a payload that is one integer or pointer for every variant (strings
-/// by `&String`, shared ones by `Rc<String>`, bools and doubles as [`Flag`] and [`Float`]
+/// by `&String`, shared ones by `Arc<String>` (shared as the interpreter shares them), bools and doubles as [`Flag`] and [`Float`]
 /// words): such a value, and a [`Result`] of one with a zero-sized error, is returned in two
 /// registers. Returned through memory, the caller's copies straddled the callee's narrower
 /// stores and stalled.
 #[derive(Debug, Clone, Default)]
-pub(super) enum Value<'r> {
+pub(in crate::expressions) enum Value<'r> {
     #[default]
     Null,
     Bool(Flag),
@@ -23,22 +22,22 @@ pub(super) enum Value<'r> {
     Uint(u64),
     Double(Float),
     Text(&'r String),
-    OwnedText(Rc<String>),
+    OwnedText(Arc<String>),
     /// A JSON object (a CEL map) or array (a list).
     Json(&'r serde_json::Value),
-    List(Rc<Vec<Value<'r>>>),
+    List(Arc<Vec<Value<'r>>>),
     /// An optional: `optional.none()` or `optional.of(v)`.
-    Optional(Option<Rc<Value<'r>>>),
+    Optional(Option<Arc<Value<'r>>>),
     /// What a library call returned that has no variant here (maps, bytes, quantities, …):
     /// only passed on to other library calls.
-    Cel(Rc<cel::Value>),
+    Cel(Arc<cel::Value>),
 }
 
 const _: () = assert!(std::mem::size_of::<Value<'static>>() == 16);
 
 /// A bool held in a word (see [`Value`]).
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Flag(u64);
+pub(in crate::expressions) struct Flag(u64);
 
 impl Flag {
     pub(super) fn get(self) -> bool {
@@ -48,7 +47,7 @@ impl Flag {
 
 /// A double held in a word by its bits (see [`Value`]).
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Float(u64);
+pub(in crate::expressions) struct Float(u64);
 
 impl Float {
     pub(super) fn get(self) -> f64 {
@@ -89,6 +88,16 @@ impl<'r> Value<'r> {
         }
     }
 
+    /// Whether the interpreter takes this value as it is ([`Value::to_cel`] converts it):
+    /// it neither is nor holds an optional.
+    pub(super) fn is_plain(&self) -> bool {
+        match self {
+            Value::Optional(_) => false,
+            Value::List(items) => items.iter().all(Value::is_plain),
+            _ => true,
+        }
+    }
+
     pub(super) fn is_list(&self) -> bool {
         matches!(
             self,
@@ -123,13 +132,11 @@ impl<'r> Value<'r> {
             cel::Value::Int(i) => Value::Int(i),
             cel::Value::UInt(u) => Value::Uint(u),
             cel::Value::Float(d) => Value::from_double(d),
-            cel::Value::String(text) => Value::OwnedText(Rc::new(
-                Arc::try_unwrap(text).unwrap_or_else(|text| (*text).clone()),
-            )),
-            cel::Value::List(items) => Value::List(Rc::new(
+            cel::Value::String(text) => Value::OwnedText(text),
+            cel::Value::List(items) => Value::List(Arc::new(
                 items.iter().cloned().map(Value::from_cel).collect(),
             )),
-            other => Value::Cel(Rc::new(other)),
+            other => Value::Cel(Arc::new(other)),
         }
     }
 
@@ -187,7 +194,7 @@ impl<'r> Value<'r> {
 
     /// The value as the interpreter returns it; `None` for a value that is or holds an
     /// optional (left to the interpreter's own conversion).
-    pub(super) fn to_cel(&self) -> Option<cel::Value> {
+    pub(in crate::expressions) fn to_cel(&self) -> Option<cel::Value> {
         Some(match self {
             Value::Null => cel::Value::Null,
             Value::Bool(b) => cel::Value::Bool(b.get()),
@@ -195,7 +202,7 @@ impl<'r> Value<'r> {
             Value::Uint(u) => cel::Value::UInt(*u),
             Value::Double(d) => cel::Value::Float(d.get()),
             Value::Text(text) => cel::Value::String(Arc::new((*text).clone())),
-            Value::OwnedText(text) => cel::Value::String(Arc::new(String::clone(text))),
+            Value::OwnedText(text) => cel::Value::String(Arc::clone(text)),
             Value::Json(json) => crate::expressions::json_to_cel(json),
             Value::List(items) => cel::Value::List(Arc::new(
                 items.iter().map(Value::to_cel).collect::<Option<_>>()?,
