@@ -623,3 +623,44 @@ fn variables_compile_and_agree_with_the_interpreter() {
     assert_eq!(first.0, second.0);
     assert!(second.1 < first.1, "{} then {}", first.1, second.1);
 }
+
+/// The iteration budget counts a variable's comprehensions once, also where the compiled
+/// evaluator evaluated the variable and then gave up (the interpreter, evaluating the
+/// expression again, finds the variable evaluated and its iterations spent).
+#[test]
+fn variables_iterations_stay_spent_when_the_compiled_evaluator_gives_up() {
+    let environment = CelEnvironment::kubernetes().limits(portcullis::expressions::CelLimits {
+        max_iterations: 10,
+        ..Default::default()
+    });
+    let object = json!({"spec": {"containers": [{"name": "a"}, {"name": "b"}]}});
+    let names = environment
+        .compile("object.spec.containers.map(c, c.name)")
+        .unwrap();
+    let activation = |compiled: bool| {
+        let names = &names;
+        Activation::new()
+            .object(&object)
+            .variables(["names"], move |_, activation| {
+                if compiled {
+                    names.evaluate_variable(activation)
+                } else {
+                    names.interpret_with_cost(activation).0.map(Into::into)
+                }
+            })
+    };
+    // Two iterations for the variable, then nine: one over the budget.
+    let over = "variables.names.size() == 2 && variables.names == ['a', 'b'] \
+                && [1, 2, 3, 4, 5, 6, 7, 8, 9].all(i, i > 0)";
+    // Two and eight: within it.
+    let within = "variables.names.size() == 2 && variables.names == ['a', 'b'] \
+                  && [1, 2, 3, 4, 5, 6, 7, 8].all(i, i > 0)";
+    for (source, fits) in [(over, false), (within, true)] {
+        let program = environment.compile(source).unwrap();
+        let compiled = program.evaluate(&activation(true));
+        assert!(portcullis::expressions::compiled_evaluation_gave_up());
+        let interpreted = program.interpret_with_cost(&activation(false)).0;
+        assert_eq!(compiled, interpreted, "`{source}`");
+        assert_eq!(compiled.is_ok(), fits, "`{source}`: {compiled:?}");
+    }
+}

@@ -563,7 +563,7 @@ impl CelProgram {
         &self,
         activation: &Activation<'_>,
     ) -> (Result<cel::Value, CelEvalError>, u64) {
-        self.interpret(activation, None, 0)
+        self.interpret(activation, Carried::default())
     }
 
     /// Evaluates against `activation`. Nested evaluations (of `variables`) share the outer
@@ -581,7 +581,7 @@ impl CelProgram {
         &self,
         activation: &Activation<'_>,
     ) -> (Result<cel::Value, CelEvalError>, u64) {
-        let (mut deadline, mut composed) = (None, 0);
+        let mut carried = Carried::default();
         if let Some(program) = &self.compiled
             && COMPILED_EVALUATION.load(Ordering::Relaxed)
         {
@@ -592,14 +592,11 @@ impl CelProgram {
                     return (Err(CelEvalError::Cancelled(message)), budget.leave());
                 }
                 // Evaluated again from the start, by the interpreter; the variables it
-                // evaluated stay evaluated, and charged.
-                compiled::Outcome::Interpret => {
-                    deadline = budget.deadline();
-                    composed = budget.composed();
-                }
+                // evaluated stay evaluated, and charged (cost and iterations).
+                compiled::Outcome::Interpret => carried = budget.carried(),
             }
         }
-        self.interpret(activation, deadline, composed)
+        self.interpret(activation, carried)
     }
 
     /// Evaluates a composition variable (`variables.x`, see [`Activation::variables`]) as
@@ -609,7 +606,7 @@ impl CelProgram {
         &'a self,
         activation: &Activation<'a>,
     ) -> Result<VariableValue<'a>, CelEvalError> {
-        let (mut deadline, mut composed) = (None, 0);
+        let mut carried = Carried::default();
         if let Some(program) = &self.compiled
             && COMPILED_EVALUATION.load(Ordering::Relaxed)
         {
@@ -624,31 +621,29 @@ impl CelProgram {
                     budget.leave();
                     return Err(CelEvalError::Cancelled(message));
                 }
-                compiled::Outcome::Interpret => {
-                    deadline = budget.deadline();
-                    composed = budget.composed();
-                }
+                compiled::Outcome::Interpret => carried = budget.carried(),
             }
         }
-        let (result, _) = self.interpret(activation, deadline, composed);
+        let (result, _) = self.interpret(activation, carried);
         result.map(VariableValue::from)
     }
 
-    /// Evaluates on the interpreter; `deadline`: the one an evaluation of the same call that
-    /// gave up had set, if any (the clock runs on); `composed`: what the variables it
-    /// evaluated were charged.
+    /// Evaluates on the interpreter; `carried`: what an evaluation of the same call that gave
+    /// up had spent that stays spent.
     fn interpret(
         &self,
         activation: &Activation<'_>,
-        deadline: Option<Duration>,
-        composed: u64,
+        carried: Carried,
     ) -> (Result<cel::Value, CelEvalError>, u64) {
         let budget = Budget::enter(&self.limits);
-        if deadline.is_some() || composed > 0 {
+        if carried != Carried::default() {
             BUDGET.with(|b| {
                 if let Some(mut remaining) = b.get() {
-                    remaining.deadline = remaining.deadline.or(deadline);
-                    remaining.composed = remaining.composed.saturating_add(composed);
+                    remaining.deadline = remaining.deadline.or(carried.deadline);
+                    remaining.composed = remaining.composed.saturating_add(carried.composed);
+                    remaining.iterations = remaining
+                        .iterations
+                        .saturating_sub(carried.nested_iterations);
                     b.set(Some(remaining));
                 }
             });
@@ -888,6 +883,17 @@ pub(crate) struct LocalBudget {
     outer: Option<Remaining>,
     remaining: Remaining,
     limit: u64,
+    /// Iterations the `variables` it evaluated performed.
+    nested_iterations: u64,
+}
+
+/// What an evaluation by the compiled evaluator that gave up leaves spent for the
+/// interpreter's evaluation of the same call ([`LocalBudget::carried`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Carried {
+    deadline: Option<Duration>,
+    composed: u64,
+    nested_iterations: u64,
 }
 
 impl LocalBudget {
@@ -898,6 +904,7 @@ impl LocalBudget {
             outer,
             remaining: Remaining::entered(outer, limits),
             limit: limits.max_cost,
+            nested_iterations: 0,
         }
     }
 
@@ -925,14 +932,14 @@ impl LocalBudget {
         self.remaining.charged(self.limit)
     }
 
-    /// The deadline set while it ran, if the clock was read.
-    fn deadline(&self) -> Option<Duration> {
-        self.remaining.deadline
-    }
-
-    /// What the variables evaluated while it ran were charged.
-    fn composed(&self) -> u64 {
-        self.remaining.composed
+    /// What stays spent if the evaluation is made again from the start by the interpreter:
+    /// the deadline, if the clock was read, and what the variables it evaluated were charged.
+    fn carried(&self) -> Carried {
+        Carried {
+            deadline: self.remaining.deadline,
+            composed: self.remaining.composed,
+            nested_iterations: self.nested_iterations,
+        }
     }
 
     /// Runs `nested` (which evaluates a `variables` entry) with this budget on the thread,
@@ -942,6 +949,11 @@ impl LocalBudget {
         let result = nested();
         BUDGET.with(|b| {
             if let Some(remaining) = b.get() {
+                self.nested_iterations = self.nested_iterations.saturating_add(
+                    self.remaining
+                        .iterations
+                        .saturating_sub(remaining.iterations),
+                );
                 self.remaining = remaining;
             }
             b.set(self.outer);
