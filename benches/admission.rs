@@ -103,6 +103,12 @@ fn standard_set(c: &mut Criterion) {
     let vap_only = portcullis::engine::Engine::load(&[vap.into()]).expect("bench VAP");
     let library = format!("{}/bench/fixtures/vap-library", env!("CARGO_MANIFEST_DIR"));
     let library_only = portcullis::engine::Engine::load(&[library.into()]).expect("library VAP");
+    let with_variables = format!(
+        "{}/bench/fixtures/vap-variables",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let variables_only =
+        portcullis::engine::Engine::load(&[with_variables.into()]).expect("variables VAP");
     let body = std::fs::read(format!(
         "{}/tests/fixtures/bench/pod-10kb.json",
         env!("CARGO_MANIFEST_DIR")
@@ -115,6 +121,7 @@ fn standard_set(c: &mut Criterion) {
         ("native-only", &native_only),
         ("vap-10-validations", &vap_only),
         ("vap-library", &library_only),
+        ("vap-variables", &variables_only),
     ] {
         for endpoint in [Endpoint::Validate, Endpoint::Mutate] {
             let context = EvalContext::new(endpoint);
@@ -147,6 +154,15 @@ fn standard_set(c: &mut Criterion) {
         b.iter(|| {
             black_box(
                 library_only
+                    .evaluate(black_box(&review.request), &context)
+                    .unwrap(),
+            )
+        })
+    });
+    group.bench_function("validate/vap-variables-interpreter/pod-10kb", |b| {
+        b.iter(|| {
+            black_box(
+                variables_only
                     .evaluate(black_box(&review.request), &context)
                     .unwrap(),
             )
