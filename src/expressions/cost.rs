@@ -705,10 +705,13 @@ fn step_region(accu: &str, step: &mut IdedExpr) {
         ) && call.args.len() == 2
             && is_accu(&call.args[0])
         {
-            // `all` and `exists`: the condition let the step run only while the accumulator
-            // does not decide the result, so the predicate always runs with it.
+            // `all` and `exists`: the condition lets the step run only while the accumulator
+            // does not decide the result, so the predicate always runs with it. The charge
+            // goes inside, on the predicate: the step keeps the shape by which the
+            // interpreter defers a predicate's error to the items after it, which may absorb
+            // it (`error || true` is `true`), as cel-go's fold does.
             let units = 1 + region(&mut call.args[1]);
-            charge(step, units);
+            charge(&mut call.args[1], units);
             return;
         }
         if call.func_name == operators::ADD

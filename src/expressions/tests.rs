@@ -738,3 +738,43 @@ fn an_authorizer_check_costs_350000_units() {
         "{error}"
     );
 }
+
+/// `all` and `exists` defer a predicate's error to the items after it, as cel-go's folds do
+/// (`error || true` is `true`, `error && false` is `false`); an error no later item absorbs
+/// is the result. The values are cel-go v0.29.2's for the same expressions and object.
+#[test]
+fn quantifiers_defer_a_predicates_error_to_later_items() {
+    let object = json!({"spec": {"containers": [
+        {"name": "c0"},
+        {"name": "c1"},
+        {"name": "c2", "ports": [{"containerPort": 1}]},
+    ]}});
+    for (source, expected) in [
+        (
+            "object.spec.containers.exists(x, x.ports.size() > 0 || x.name == 'c1')",
+            Ok(json!(true)),
+        ),
+        (
+            "object.spec.containers.exists(x, x.ports.size() > 0)",
+            Ok(json!(true)),
+        ),
+        ("![0, 2, 1].all(m, 10 / m > 0 && m != 2)", Ok(json!(true))),
+        (
+            "object.spec.containers.all(x, x.ports.size() > 0)",
+            Err(CelEvalError::runtime("no such key: ports")),
+        ),
+        (
+            "object.spec.containers.exists(x, x.ports.size() > 1)",
+            Err(CelEvalError::runtime("no such key: ports")),
+        ),
+    ] {
+        assert_eq!(eval_json(source, &object), expected, "`{source}`");
+        let program = CelEnvironment::kubernetes().compile(source).unwrap();
+        let activation = Activation::new().object(&object);
+        assert_eq!(
+            program.evaluate_with_cost(&activation),
+            program.interpret_with_cost(&activation),
+            "`{source}`"
+        );
+    }
+}

@@ -93,18 +93,20 @@ pub(in crate::expressions) fn run_variable<'a>(
 }
 
 /// [`run`] with the comprehension variables and memo slots set up for `program`; `finish`
-/// takes the value (`None`: the interpreter decides); `first`: not nested in another
+/// takes the value (`None`: the interpreter decides); `outermost`: not nested in another
 /// evaluation (a nested one adds to what the outer one observed).
 fn run_then<'r, 'a: 'r, T>(
     program: &'r CompiledProgram,
     activation: &Activation<'a>,
     budget: &mut LocalBudget,
-    first: bool,
+    outermost: bool,
     finish: impl FnOnce(Value<'r>) -> Option<T>,
 ) -> Outcome<T> {
     let (locals, memos) = (program.locals, program.memos.count);
     let run = |locals: &mut [Value<'r>], memos: &mut [Memo<'r>]| {
-        run_with(program, activation, budget, locals, memos, first, finish)
+        run_with(
+            program, activation, budget, locals, memos, outermost, finish,
+        )
     };
     if locals == 0 && memos == 0 {
         run(&mut [], &mut [])
@@ -131,7 +133,7 @@ fn run_with<'r, 'a: 'r, T>(
     budget: &mut LocalBudget,
     locals: &mut [Value<'r>],
     memos: &mut [Memo<'r>],
-    first: bool,
+    outermost: bool,
     finish: impl FnOnce(Value<'r>) -> Option<T>,
 ) -> Outcome<T> {
     let observed_before = MAP_ORDER_OBSERVED.with(|observed| observed.replace(false));
@@ -151,7 +153,7 @@ fn run_with<'r, 'a: 'r, T>(
             None => Outcome::Interpret,
         },
     };
-    if !first && observed_before {
+    if !outermost && observed_before {
         MAP_ORDER_OBSERVED.with(|observed| observed.set(true));
     }
     GAVE_UP.with(|gave_up| gave_up.set(matches!(outcome, Outcome::Interpret)));
