@@ -376,6 +376,13 @@ const EXACT_CASES: &[(&str, &str)] = &[
          && [2, 1].sortBy(x, x) == [1, 2]",
     ),
     (
+        // A predicate's error is deferred to the items after it, which may absorb it; the
+        // item whose predicate failed is charged as the others (cel-go's fold goes on).
+        "exact-deferred-errors",
+        "object.spec.containers.exists(x, x.ports.size() > 0 || x.name == c.name) \
+         && ![0, 2, 1].all(m, 10 / m > 0 && m != 2)",
+    ),
+    (
         "exact-selectors",
         "[authorizer.group('').resource('pods') \
          .labelSelector(object.metadata.annotations.selector) \

@@ -707,11 +707,27 @@ fn step_region(accu: &str, step: &mut IdedExpr) {
         {
             // `all` and `exists`: the condition lets the step run only while the accumulator
             // does not decide the result, so the predicate always runs with it. The charge
-            // goes inside, on the predicate: the step keeps the shape by which the
+            // goes inside, before the predicate, as the connective's identity
+            // (`acc || (@cost(n, false) || p)`): the step keeps the shape by which the
             // interpreter defers a predicate's error to the items after it, which may absorb
-            // it (`error || true` is `true`), as cel-go's fold does.
+            // it (`error || true` is `true`), as cel-go's fold does, and an item whose
+            // predicate fails is charged as cel-go charges it.
             let units = 1 + region(&mut call.args[1]);
-            charge(&mut call.args[1], units);
+            let identity = call.func_name == operators::LOGICAL_AND;
+            let predicate = std::mem::take(&mut call.args[1]);
+            let mut charged = IdedExpr {
+                id: predicate.id,
+                expr: Expr::Literal(LiteralValue::Boolean(identity.into())),
+            };
+            charge(&mut charged, units);
+            call.args[1] = IdedExpr {
+                id: predicate.id,
+                expr: Expr::Call(CallExpr {
+                    func_name: call.func_name.clone(),
+                    target: None,
+                    args: vec![charged, predicate],
+                }),
+            };
             return;
         }
         if call.func_name == operators::ADD

@@ -454,7 +454,8 @@ const MACRO_ACCUMULATOR: &str = "@result";
 /// `all` and `exists` as a [`Quantifier`], the other comprehensions as they are. The
 /// macros expand to an accumulator starting `true` (`all`) or `false`, a condition that
 /// stops once it flips (`@not_strictly_false(acc)`, `@not_strictly_false(!acc)`) and a step
-/// `acc && p` or `acc || p`; the instrumentation wraps condition and step in their costs.
+/// `acc && p` or `acc || p`; the instrumentation wraps the condition in its cost and charges
+/// the step's on the connective's identity before `p` (`acc || (@cost(n, false) || p)`).
 fn quantifier(fold: Fold) -> Node {
     let accumulator = fold.accumulator;
     let is_accumulator = |node: &Node| matches!(node, Node::Local(at) if *at == accumulator);
@@ -493,13 +494,26 @@ fn quantifier(fold: Fold) -> Node {
     let (Node::And(_, predicate) | Node::Or(_, predicate)) = step else {
         unreachable!("the step's shape was checked above");
     };
+    // The step's charge, on the connective's identity before the predicate.
+    let charged_first = |charge: &Node| matches!(charge, Node::Cost(_, identity) if matches!(**identity, Node::Bool(b) if b == every));
+    let (step_units, predicate) = match *predicate {
+        Node::And(charge, predicate) | Node::Or(charge, predicate)
+            if step_units.is_none() && charged_first(&charge) =>
+        {
+            let Node::Cost(units, _) = *charge else {
+                unreachable!("the charge's shape was checked above");
+            };
+            (Some(units), *predicate)
+        }
+        predicate => (step_units, predicate),
+    };
     Node::Quantifier(Box::new(Quantifier {
         range: fold.range,
         item: fold.item,
         every,
         condition_units,
         step_units,
-        predicate: *predicate,
+        predicate,
     }))
 }
 
