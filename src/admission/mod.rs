@@ -6,11 +6,12 @@
 //! encodes `patch` as base64 as the apiserver requires (kube-core 5 writes an array of bytes,
 //! kube-rs#1781).
 
+mod envelope;
 mod request;
 mod response;
 
 pub use request::{
     AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation, ParsedReview, ReviewError,
-    ReviewVersion, UserInfo, parse_review,
+    ReviewVersion, UserInfo, parse_review, parse_review_for,
 };
 pub use response::{AdmissionResponse, ResponseStatus, encode_review};

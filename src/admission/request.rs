@@ -1,8 +1,11 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use serde::de::DeserializeSeed;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use super::envelope::{ReadRequest, ReviewSeed};
 
 /// The AdmissionReview API version a request arrived in; the response uses the same one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -66,21 +69,26 @@ pub struct ParsedReview {
     pub version: ReviewVersion,
     /// The request itself.
     pub request: AdmissionRequest,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ReviewEnvelope {
-    api_version: String,
-    kind: String,
-    #[serde(default)]
-    request: Option<AdmissionRequest>,
+    /// True when the body had an `object` or `oldObject` that was not decoded because nothing
+    /// wanted the request ([`parse_review_for`]); the request then has neither.
+    pub objects_skipped: bool,
 }
 
 /// Parses an AdmissionReview body. serde_json's recursion limit (128 levels) bounds nesting,
 /// so a deeply nested body is an error, never a stack overflow.
 pub fn parse_review(body: &[u8]) -> Result<ParsedReview, ReviewError> {
-    // serde's derived structs also accept arrays; an envelope is only ever an object.
+    parse_review_for(body, &|_| true)
+}
+
+/// Parses an AdmissionReview body as [`parse_review`] does, in one pass that decodes `object`
+/// and `oldObject` only when `wants` answers true for the request's envelope (the request
+/// with both absent). When it answers false they are checked as JSON but not kept: the
+/// request has neither, and [`ParsedReview::objects_skipped`] is set. Errors are the same.
+pub fn parse_review_for(
+    body: &[u8],
+    wants: &dyn Fn(&AdmissionRequest) -> bool,
+) -> Result<ParsedReview, ReviewError> {
+    // An envelope is only ever an object; say so before serde names what it expected.
     match body.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'{') => {}
         Some(b'[' | b'"' | b'-' | b'0'..=b'9') => {
@@ -88,30 +96,62 @@ pub fn parse_review(body: &[u8]) -> Result<ParsedReview, ReviewError> {
         }
         _ => {}
     }
+    let seed = ReviewSeed { wants };
     // Checking the UTF-8 of the whole body at once lets serde_json skip checking each string
     // it reads; a body that is not UTF-8 goes the byte path, which names where it breaks.
-    let envelope: ReviewEnvelope = match std::str::from_utf8(body) {
-        Ok(text) => serde_json::from_str(text)?,
-        Err(_) => serde_json::from_slice(body)?,
+    let read = match std::str::from_utf8(body) {
+        Ok(text) => {
+            let mut deserializer = serde_json::Deserializer::from_str(text);
+            let read = seed.deserialize(&mut deserializer)?;
+            deserializer.end()?;
+            read
+        }
+        Err(_) => {
+            let mut deserializer = serde_json::Deserializer::from_slice(body);
+            let read = seed.deserialize(&mut deserializer)?;
+            deserializer.end()?;
+            read
+        }
     };
-    if envelope.kind != "AdmissionReview" {
-        return Err(ReviewError::WrongKind(envelope.kind));
+    if read.kind != "AdmissionReview" {
+        return Err(ReviewError::WrongKind(read.kind));
     }
-    let version = ReviewVersion::from_api_version(&envelope.api_version)
-        .ok_or(ReviewError::UnsupportedVersion(envelope.api_version))?;
-    let request = envelope.request.ok_or(ReviewError::MissingRequest)?;
+    let version = ReviewVersion::from_api_version(&read.api_version)
+        .ok_or(ReviewError::UnsupportedVersion(read.api_version))?;
+    let ReadRequest {
+        request,
+        objects_skipped,
+        not_an_object,
+        skipped_types,
+    } = read.request.ok_or(ReviewError::MissingRequest)?;
     if request.uid.is_empty() {
         return Err(ReviewError::EmptyUid);
     }
-    for (field, value) in [
-        ("object", &request.object),
-        ("oldObject", &request.old_object),
+    for (field, value, skipped_not_a_map) in [
+        ("object", &request.object, not_an_object.0),
+        ("oldObject", &request.old_object, not_an_object.1),
     ] {
-        if value.as_ref().is_some_and(|v| !v.is_object()) {
+        if skipped_not_a_map || value.as_ref().is_some_and(|v| !v.is_object()) {
             return Err(ReviewError::ObjectNotMap(field));
         }
     }
-    Ok(ParsedReview { version, request })
+    // Read whole after all: a field written after a skipped object (not the apiserver's order)
+    // changed the answer, or a skipped object is not of the request's kind (never sent by the
+    // apiserver; the engine answers that).
+    if objects_skipped
+        && (wants(&request)
+            || skipped_types.iter().any(|meta| {
+                matches!((&meta.api_version, &meta.kind), (Some(api_version), Some(kind))
+                    if !request.kind.is_type_of(api_version, kind))
+            }))
+    {
+        return parse_review(body);
+    }
+    Ok(ParsedReview {
+        version,
+        request,
+        objects_skipped,
+    })
 }
 
 /// The `request` of an AdmissionReview (identical in v1 and v1beta1).
@@ -221,7 +261,7 @@ impl AdmissionRequest {
 }
 
 /// Group, version and kind.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 pub struct GroupVersionKind {
     /// API group; empty for the core group.
     #[serde(default)]
@@ -232,8 +272,24 @@ pub struct GroupVersionKind {
     pub kind: String,
 }
 
+impl GroupVersionKind {
+    /// Whether an object's `apiVersion` and `kind` name this group, version and kind
+    /// (`group/version`, or `version` alone for the core group).
+    pub fn is_type_of(&self, api_version: &str, kind: &str) -> bool {
+        let version_matches = if self.group.is_empty() {
+            api_version == self.version
+        } else {
+            api_version
+                .strip_prefix(self.group.as_str())
+                .and_then(|rest| rest.strip_prefix('/'))
+                == Some(self.version.as_str())
+        };
+        version_matches && kind == self.kind
+    }
+}
+
 /// Group, version and resource.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 pub struct GroupVersionResource {
     /// API group; empty for the core group.
     #[serde(default)]
@@ -403,6 +459,43 @@ mod tests {
         ));
         let error = parse_review(body.as_bytes()).unwrap_err().to_string();
         assert!(error.contains("recursion limit exceeded"), "{error}");
+    }
+
+    #[test]
+    fn a_skipped_object_is_checked_as_a_decoded_one() {
+        let nothing = |_: &AdmissionRequest| false;
+        let parsed = parse_review_for(review(MINIMAL).as_bytes(), &nothing).unwrap();
+        assert!(parsed.objects_skipped);
+        assert_eq!(parsed.request.object, None);
+        assert_eq!(parsed.request.kind.kind, "Pod");
+        let bad_object = review(&MINIMAL.replace(r#"{"kind":"Pod"}"#, "42"));
+        assert!(matches!(
+            parse_review_for(bad_object.as_bytes(), &nothing),
+            Err(ReviewError::ObjectNotMap("object"))
+        ));
+        for (object, error) in [
+            (
+                format!("{{\"a\":{}{}}}", "[".repeat(200), "]".repeat(200)),
+                "recursion limit exceeded",
+            ),
+            (r#"{"a":1e400}"#.to_owned(), "number out of range"),
+            (r#"{"a":"\x"}"#.to_owned(), "invalid escape"),
+            (r#"{"a":1,}"#.to_owned(), "trailing comma"),
+        ] {
+            let body = review(&MINIMAL.replace(r#"{"kind":"Pod"}"#, &object));
+            let full = parse_review(body.as_bytes()).unwrap_err().to_string();
+            let skipped = parse_review_for(body.as_bytes(), &nothing)
+                .unwrap_err()
+                .to_string();
+            assert!(full.contains(error), "{full}");
+            assert_eq!(full, skipped);
+        }
+        let no_object = review(&MINIMAL.replace(r#""object":{"kind":"Pod"}"#, r#""name":"p""#));
+        assert!(
+            !parse_review_for(no_object.as_bytes(), &nothing)
+                .unwrap()
+                .objects_skipped
+        );
     }
 
     #[test]

@@ -270,6 +270,18 @@ impl Matcher {
         selector.matches_objects(request, |object| template_labels(object, view))
     }
 
+    /// Whether the policy may apply to `request`, from its envelope alone (operation,
+    /// resource, requester): true for every request [`Matcher::matches`] matches; namespaces
+    /// and object labels are not consulted.
+    pub fn may_match(&self, request: &AdmissionRequest) -> bool {
+        self.operations.contains(&request.operation)
+            && (self.resource_matches(request)
+                || (self.pod_templates
+                    && self.matches_pods()
+                    && pod_spec_location(request).is_some_and(|location| location.path.len() > 1)))
+            && !self.requester_excluded(request)
+    }
+
     /// How the policy applies to `request`, or `None` when it does not.
     pub fn matches(
         &self,

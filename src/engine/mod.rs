@@ -155,18 +155,8 @@ fn check_object_shape(request: &AdmissionRequest, pod_security: bool) -> Result<
     for object in [&request.object, &request.old_object].into_iter().flatten() {
         let field = |name: &str| object.get(name).and_then(serde_json::Value::as_str);
         let kind = &request.kind;
-        // `group/version`, or `version` for the core group, compared without building it.
-        let is_api_version = |text: &str| {
-            if kind.group.is_empty() {
-                text == kind.version
-            } else {
-                text.strip_prefix(kind.group.as_str())
-                    .and_then(|rest| rest.strip_prefix('/'))
-                    == Some(kind.version.as_str())
-            }
-        };
         if let (Some(object_version), Some(object_kind)) = (field("apiVersion"), field("kind"))
-            && (!is_api_version(object_version) || object_kind != kind.kind)
+            && !kind.is_type_of(object_version, object_kind)
         {
             let api_version = if kind.group.is_empty() {
                 kind.version.clone()
@@ -277,6 +267,20 @@ impl Engine {
     /// decides such requests off the async workers.
     pub fn may_run_long(&self, request: &AdmissionRequest, endpoint: Endpoint) -> bool {
         self.admission_policies.may_run_long(request, endpoint)
+    }
+
+    /// Whether some rule may act on `request` at `endpoint`, judged from its envelope alone
+    /// (kind, resource, operation, name, requester; the objects, namespaces and selectors are
+    /// not consulted). When false, [`Engine::evaluate`] could only allow the request unchanged,
+    /// so `serve` does not decode its objects.
+    pub fn wants(&self, request: &AdmissionRequest, endpoint: Endpoint) -> bool {
+        self.policies
+            .iter()
+            .any(|policy| policy.wants(request, endpoint))
+            || (endpoint == Endpoint::Validate
+                && !self.pod_security.is_empty()
+                && pod_security::PodSecurityAdmission::wants(request))
+            || self.admission_policies.wants(request, endpoint)
     }
 
     /// The paramKinds of bound admission policies with their bindings' paramRefs: what

@@ -170,6 +170,16 @@ impl CompiledPolicy {
         self.validations.len() + self.defaults.len()
     }
 
+    /// Whether the policy has rules for `endpoint` that may apply to `request`, from its
+    /// envelope alone (see [`Matcher::may_match`]).
+    pub fn wants(&self, request: &AdmissionRequest, endpoint: Endpoint) -> bool {
+        let has_rules = match endpoint {
+            Endpoint::Validate => !self.validations.is_empty(),
+            Endpoint::Mutate => !self.defaults.is_empty(),
+        };
+        has_rules && self.matcher.may_match(request)
+    }
+
     /// Runs every validation rule when the policy matches; violations go where the policy's
     /// action says. `cel` is the request's CEL input, shared with the other policies.
     pub fn validate<'r>(

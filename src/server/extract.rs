@@ -1,18 +1,45 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::header;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use super::{ApiError, AppState};
-use crate::admission::{ParsedReview, parse_review};
+use crate::admission::{AdmissionRequest, ParsedReview, parse_review_for};
 
-/// A POSTed AdmissionReview request, read and parsed, with the deadline for answering it.
+/// A POSTed AdmissionReview body, read but not yet parsed, with the deadline for answering it.
 ///
 /// Rejections are [`ApiError`]s: 415 unless the body is declared `application/json`, 413 over
 /// the body limit (by Content-Length before reading, or while reading), 408 when the body does
-/// not arrive before the deadline, 400 when it is not an AdmissionReview request.
+/// not arrive before the deadline.
+#[derive(Debug)]
+pub struct RawReviewBody {
+    /// The body.
+    pub bytes: Bytes,
+    /// When the answer is due: `--request-timeout` from arrival, or sooner when the apiserver
+    /// says so with `?timeout=`.
+    pub deadline: Instant,
+}
+
+impl RawReviewBody {
+    /// Parses the body, decoding its objects only when `wants` answers true for the request's
+    /// envelope ([`parse_review_for`]); 400 when it is not an AdmissionReview request.
+    pub fn parse(
+        self,
+        wants: &dyn Fn(&AdmissionRequest) -> bool,
+    ) -> Result<AdmissionReviewBody, ApiError> {
+        let review = parse_review_for(&self.bytes, wants)?;
+        Ok(AdmissionReviewBody {
+            review,
+            deadline: self.deadline,
+            size: self.bytes.len(),
+        })
+    }
+}
+
+/// A POSTed AdmissionReview request, parsed, with the deadline for answering it.
 #[derive(Debug)]
 pub struct AdmissionReviewBody {
     /// The parsed review.
@@ -37,7 +64,7 @@ fn apiserver_timeout(query: Option<&str>) -> Option<Duration> {
         .and_then(|value| humantime::parse_duration(value).ok())
 }
 
-impl FromRequest<Arc<AppState>> for AdmissionReviewBody {
+impl FromRequest<Arc<AppState>> for RawReviewBody {
     type Rejection = ApiError;
 
     async fn from_request(
@@ -75,12 +102,7 @@ impl FromRequest<Arc<AppState>> for AdmissionReviewBody {
             Ok(Err(error)) => return Err(ApiError::BodyRead(error.to_string())),
             Ok(Ok(collected)) => collected.to_bytes(),
         };
-        let review = parse_review(&bytes)?;
-        Ok(AdmissionReviewBody {
-            review,
-            deadline,
-            size: bytes.len(),
-        })
+        Ok(RawReviewBody { bytes, deadline })
     }
 }
 

@@ -6,22 +6,16 @@ use axum::extract::State;
 use axum::http::{Uri, header};
 use axum::response::{IntoResponse, Response};
 
-use super::{AdmissionReviewBody, ApiError, AppState, OnError};
+use super::{AdmissionReviewBody, ApiError, AppState, OnError, RawReviewBody};
 use crate::admission::{AdmissionRequest, AdmissionResponse, encode_review};
 use crate::engine::{Decision, Endpoint, Engine, EvalContext, EvalError};
 use crate::metrics::EndpointLabel;
 
-pub(super) async fn validate(
-    State(state): State<Arc<AppState>>,
-    body: AdmissionReviewBody,
-) -> Response {
+pub(super) async fn validate(State(state): State<Arc<AppState>>, body: RawReviewBody) -> Response {
     admit(state, body, Endpoint::Validate).await
 }
 
-pub(super) async fn mutate(
-    State(state): State<Arc<AppState>>,
-    body: AdmissionReviewBody,
-) -> Response {
+pub(super) async fn mutate(State(state): State<Arc<AppState>>, body: RawReviewBody) -> Response {
     admit(state, body, Endpoint::Mutate).await
 }
 
@@ -111,6 +105,12 @@ struct Decided {
 }
 
 impl Decided {
+    /// The answer to a request no rule wants: allowed, unchanged.
+    fn unwanted(uid: &str) -> Self {
+        Decided::failed(Decision::default().to_response(uid))
+    }
+
+    /// An answer without a decision's counts (an evaluation that failed).
     fn failed(response: AdmissionResponse) -> Self {
         Decided {
             response,
@@ -217,9 +217,24 @@ fn lower_thread_priority() {
 const NO_EVALUATION_SLOT: &str =
     "every evaluation slot was busy until the deadline (--max-concurrent-evaluations)";
 
-async fn admit(state: Arc<AppState>, body: AdmissionReviewBody, endpoint: Endpoint) -> Response {
+async fn admit(state: Arc<AppState>, raw: RawReviewBody, endpoint: Endpoint) -> Response {
     let started = Instant::now();
-    let (decided, body) = match state.engine.load_full() {
+    let engine = state.engine.load_full();
+    // The objects are decoded only for a request some rule may act on; the same engine
+    // decides it.
+    let parsed = match &engine {
+        Some(engine) => raw.parse(&|request| engine.wants(request, endpoint)),
+        None => raw.parse(&|_| true),
+    };
+    let body = match parsed {
+        Ok(body) => body,
+        Err(error) => return error.into_response(),
+    };
+    let (decided, body) = match engine {
+        Some(_) if body.review.objects_skipped => {
+            let decided = Decided::unwanted(&body.review.request.uid);
+            (decided, body)
+        }
         // Handing a request to the blocking pool costs more than deciding a small one (the
         // thread hand-offs doubled the CPU per review of an empty policy set, measured in
         // `make bench-load`); the time CEL can spend grows with the lists in the object, so

@@ -24,7 +24,7 @@ use crate::engine::{Engine, NamespaceLookup, NoNamespaces, ParamLookup};
 use crate::metrics::Metrics;
 
 pub use error::ApiError;
-pub use extract::AdmissionReviewBody;
+pub use extract::{AdmissionReviewBody, RawReviewBody};
 pub use limits::ConnectionSettings;
 pub use run::{RunningServer, ServeConfig, ServeError, ServeSources, start, start_with};
 

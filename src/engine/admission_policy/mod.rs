@@ -297,6 +297,20 @@ impl AdmissionPolicies {
         }
     }
 
+    /// Whether a bound policy that runs on `endpoint` matches the request's resource and
+    /// operation (namespace and object selectors and match conditions are not consulted):
+    /// true for every request a policy runs on.
+    pub fn wants(&self, request: &AdmissionRequest, endpoint: Endpoint) -> bool {
+        match endpoint {
+            Endpoint::Validate => self.validating.iter().any(|policy| {
+                !policy.bindings.is_empty() && policy.core.constraints.matches_resource(request)
+            }),
+            Endpoint::Mutate => self.mutating.iter().any(|policy| {
+                !policy.bindings.is_empty() && policy.core.constraints.matches_resource(request)
+            }),
+        }
+    }
+
     /// Runs the MutatingAdmissionPolicies on `object` (the object as edited so far) and
     /// returns the mutated object; errors under `failurePolicy: Fail` deny in `decision`.
     pub fn mutate<'r>(

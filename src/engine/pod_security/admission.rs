@@ -394,6 +394,18 @@ impl PodSecurityAdmission {
         }
     }
 
+    /// Whether [`PodSecurityAdmission::evaluate`] looks at `request` at all: CREATE and UPDATE
+    /// of namespaces, pods and the workload resources with pod templates.
+    pub fn wants(request: &AdmissionRequest) -> bool {
+        matches!(request.operation, Operation::Create | Operation::Update) && {
+            let resource = &request.resource;
+            match (resource.group.as_str(), resource.resource.as_str()) {
+                ("", "namespaces" | "pods") => true,
+                (group, name) => workload_template(group, name).is_some(),
+            }
+        }
+    }
+
     /// Upstream's `ValidateNamespace`, without the check of existing pods (there is no pod
     /// lister): refuses invalid Pod Security labels, and warns when an exempt namespace sets a
     /// policy.

@@ -1,0 +1,306 @@
+//! `serve` decodes a request's objects only when `Engine::wants` says, from the envelope, that
+//! some rule may act on it. Here, for every policy set of the repository and every object of
+//! its fixtures under each operation, a request the engine does not want must be one that
+//! `Engine::evaluate` (given the objects) allows unchanged, with nothing to report; and the
+//! envelope-first parse must give the request the full parse gives, without its objects.
+
+use std::path::PathBuf;
+
+use portcullis::admission::{AdmissionRequest, parse_review, parse_review_for};
+use portcullis::engine::{Endpoint, Engine, EvalContext};
+use serde_json::{Value, json};
+
+fn root(path: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+fn files(folder: &str, extension: &str) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(root(folder))
+        .unwrap_or_else(|e| panic!("{folder}: {e}"))
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == extension))
+        .collect();
+    found.sort();
+    found
+}
+
+/// Every policy set the repository has: the built-in one, the examples, the bench sets, each
+/// of their files alone and each admission-policy fixture that loads alone.
+fn engines() -> Vec<(String, Engine)> {
+    let mut engines = vec![("builtin".to_owned(), Engine::builtin())];
+    for folder in [
+        "examples/policies",
+        "tests/fixtures/bench/policies",
+        "bench/fixtures/vap",
+        "bench/fixtures/vap-small",
+        "bench/fixtures/vap-library",
+        "bench/fixtures/vap-variables",
+        "bench/fixtures/heavy",
+    ] {
+        let engine = Engine::load(&[root(folder)]).unwrap_or_else(|e| panic!("{folder}: {e}"));
+        engines.push((folder.to_owned(), engine));
+    }
+    for folder in ["examples/policies", "tests/fixtures/bench/policies"] {
+        for file in files(folder, "yaml") {
+            let engine = Engine::load(std::slice::from_ref(&file)).unwrap();
+            engines.push((file.display().to_string(), engine));
+        }
+    }
+    let mut loaded_alone = 0;
+    for file in files("tests/fixtures/admission_policies", "yaml") {
+        if let Ok(engine) = Engine::load(std::slice::from_ref(&file)) {
+            engines.push((file.display().to_string(), engine));
+            loaded_alone += 1;
+        }
+    }
+    assert!(loaded_alone >= 10, "only {loaded_alone} fixtures loaded");
+    engines
+}
+
+/// The request of `object` under `operation`, as the apiserver would send it.
+fn request_of(object: &Value, operation: &str, user: &str) -> Vec<(&'static str, Value)> {
+    let api_version = object["apiVersion"].as_str().unwrap_or("v1");
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let kind = object["kind"].as_str().unwrap_or("Thing");
+    let resource = portcullis::engine::matching::plural_resource(kind);
+    let (new, old) = match operation {
+        "CREATE" | "CONNECT" => (object.clone(), Value::Null),
+        "UPDATE" => (object.clone(), object.clone()),
+        _ => (Value::Null, object.clone()),
+    };
+    vec![
+        ("uid", json!("u")),
+        (
+            "kind",
+            json!({"group": group, "version": version, "kind": kind}),
+        ),
+        (
+            "resource",
+            json!({"group": group, "version": version, "resource": resource}),
+        ),
+        ("name", object["metadata"]["name"].clone()),
+        ("namespace", object["metadata"]["namespace"].clone()),
+        ("operation", json!(operation)),
+        (
+            "userInfo",
+            json!({"username": user, "groups": ["system:authenticated"]}),
+        ),
+        ("object", new),
+        ("oldObject", old),
+    ]
+}
+
+/// The review of a request's fields in the order given.
+fn review_in_order(fields: &[(&str, Value)]) -> Vec<u8> {
+    let members: Vec<String> = fields
+        .iter()
+        .map(|(name, value)| format!("{}:{value}", json!(name)))
+        .collect();
+    format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{{}}}}}"#,
+        members.join(",")
+    )
+    .into_bytes()
+}
+
+/// A body, and whether its request's fields are in the apiserver's order (envelope first).
+struct Body {
+    name: String,
+    bytes: Vec<u8>,
+    apiserver_order: bool,
+}
+
+/// Bodies: the review fixtures as they are, and every object fixture under each operation,
+/// by two users, in the apiserver's order and with the fields sorted by name (`object` before
+/// `operation`).
+fn bodies() -> Vec<Body> {
+    let mut bodies = Vec::new();
+    for folder in [
+        "tests/fixtures/reviews",
+        "examples/reviews",
+        "bench/fixtures",
+    ] {
+        for file in files(folder, "json") {
+            bodies.push(Body {
+                name: file.display().to_string(),
+                bytes: std::fs::read(&file).unwrap(),
+                apiserver_order: true,
+            });
+        }
+    }
+    bodies.push(Body {
+        name: "pod-10kb".to_owned(),
+        bytes: std::fs::read(root("tests/fixtures/bench/pod-10kb.json")).unwrap(),
+        apiserver_order: true,
+    });
+    for folder in [
+        "tests/fixtures/policies/objects",
+        "tests/fixtures/admission_policies/objects",
+    ] {
+        for file in files(folder, "yaml") {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let object: Value = serde_norway::from_str(&text).unwrap();
+            for operation in ["CREATE", "UPDATE", "DELETE", "CONNECT"] {
+                for user in ["jane@example.com", "system:serviceaccount:kube-system:ci"] {
+                    let mut fields = request_of(&object, operation, user);
+                    let name = format!("{} {operation} by {user}", file.display());
+                    bodies.push(Body {
+                        name: name.clone(),
+                        bytes: review_in_order(&fields),
+                        apiserver_order: true,
+                    });
+                    fields.sort_by_key(|(field, _)| *field);
+                    bodies.push(Body {
+                        name: format!("{name}, fields sorted"),
+                        bytes: review_in_order(&fields),
+                        apiserver_order: false,
+                    });
+                }
+            }
+        }
+    }
+    bodies
+}
+
+fn without_objects(request: &AdmissionRequest) -> AdmissionRequest {
+    AdmissionRequest {
+        object: None,
+        old_object: None,
+        ..request.clone()
+    }
+}
+
+#[test]
+fn what_an_engine_does_not_want_it_allows_unchanged() {
+    let engines = engines();
+    let bodies = bodies();
+    let (mut wanted, mut unwanted) = (0, 0);
+    for (policies, engine) in &engines {
+        for Body {
+            name,
+            bytes: body,
+            apiserver_order,
+        } in &bodies
+        {
+            let full = parse_review(body).unwrap_or_else(|e| panic!("{name}: {e}"));
+            for endpoint in [Endpoint::Validate, Endpoint::Mutate] {
+                let envelope = without_objects(&full.request);
+                let wants = engine.wants(&envelope, endpoint);
+                let read = parse_review_for(body, &|request| engine.wants(request, endpoint))
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                let has_objects =
+                    full.request.object.is_some() || full.request.old_object.is_some();
+                // Skipped only when not wanted; in the apiserver's order, always then.
+                assert!(!read.objects_skipped || (!wants && has_objects));
+                if *apiserver_order {
+                    assert_eq!(
+                        read.objects_skipped,
+                        !wants && has_objects,
+                        "{policies} / {name} / {endpoint:?}"
+                    );
+                }
+                if !read.objects_skipped {
+                    assert_eq!(
+                        serde_json::to_value(&read.request).unwrap(),
+                        serde_json::to_value(&full.request).unwrap(),
+                        "{policies} / {name}: a request whose objects are not skipped is read whole"
+                    );
+                }
+                if wants {
+                    wanted += 1;
+                    continue;
+                }
+                unwanted += 1;
+                if read.objects_skipped {
+                    assert_eq!(
+                        serde_json::to_value(&read.request).unwrap(),
+                        serde_json::to_value(&envelope).unwrap(),
+                        "{policies} / {name}: the envelope is read as the full parse reads it"
+                    );
+                }
+                let decision = engine
+                    .evaluate(&full.request, &EvalContext::new(endpoint))
+                    .unwrap_or_else(|e| panic!("{policies} / {name} / {endpoint:?}: {e}"));
+                assert!(
+                    decision.violations.is_empty()
+                        && decision.warnings.is_empty()
+                        && decision.audit_annotations.is_empty()
+                        && decision.patch.is_none()
+                        && decision.outcomes.is_empty(),
+                    "{policies} / {name} / {endpoint:?}: not wanted, but evaluating it gave {decision:?}"
+                );
+            }
+        }
+    }
+    // Both sides are exercised: most pairs are not wanted (a policy set names few kinds),
+    // and many are.
+    assert!(
+        wanted >= 200 && unwanted >= 200,
+        "{wanted} wanted, {unwanted} not"
+    );
+}
+
+#[test]
+fn a_field_after_a_skipped_object_that_changes_the_answer_reads_the_body_again() {
+    // Pod Security alone: it wants a request by its resource.
+    let engine = Engine::load(&[root("tests/fixtures/bench/policies/pod-security.yaml")]).unwrap();
+    // A field of the envelope after the object: until it is read, the envelope is not one
+    // Pod Security wants.
+    let object = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"hostNetwork": true, "containers": [{"name": "c", "image": "nginx:1"}]}});
+    let body = format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{
+            "uid":"u","kind":{{"version":"v1","kind":"ConfigMap"}},
+            "resource":{{"version":"v1","resource":"configmaps"}},"operation":"CREATE",
+            "object":{object},
+            "kind":{{"version":"v1","kind":"Pod"}}}}}}"#
+    );
+    // A duplicate field is refused whichever order it comes in.
+    let error = parse_review_for(body.as_bytes(), &|r| engine.wants(r, Endpoint::Validate))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("duplicate field `kind`"), "{error}");
+
+    let late_resource = format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{
+            "uid":"u","kind":{{"version":"v1","kind":"Pod"}},"operation":"CREATE",
+            "object":{object},
+            "resource":{{"version":"v1","resource":"pods"}}}}}}"#
+    );
+    let read = parse_review_for(late_resource.as_bytes(), &|r| {
+        engine.wants(r, Endpoint::Validate)
+    })
+    .unwrap();
+    assert!(!read.objects_skipped);
+    assert_eq!(read.request.object.as_ref(), Some(&object));
+    let decision = engine
+        .evaluate(&read.request, &EvalContext::new(Endpoint::Validate))
+        .unwrap();
+    assert!(!decision.violations.is_empty(), "hostNetwork is refused");
+
+    // An object that is not of the request's kind is read whole, for the engine to refuse.
+    let mismatched = format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{
+            "uid":"u","kind":{{"version":"v1","kind":"ConfigMap"}},
+            "resource":{{"version":"v1","resource":"configmaps"}},"operation":"CREATE",
+            "userInfo":{{}},"object":{object}}}}}"#
+    );
+    let read = parse_review_for(mismatched.as_bytes(), &|r| {
+        engine.wants(r, Endpoint::Validate)
+    })
+    .unwrap();
+    assert!(!read.objects_skipped);
+    let error = engine
+        .evaluate(&read.request, &EvalContext::new(Endpoint::Validate))
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("the object is v1 Pod"),
+        "{error}"
+    );
+    let matching = mismatched.replace(r#""kind":"Pod""#, r#""kind":"ConfigMap""#);
+    let read = parse_review_for(matching.as_bytes(), &|r| {
+        engine.wants(r, Endpoint::Validate)
+    })
+    .unwrap();
+    assert!(read.objects_skipped);
+}
