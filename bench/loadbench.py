@@ -11,6 +11,9 @@ loads them and prints markdown. Servers:
 
 Section "Small Pod": the floor and Pod Security restricted + bench/fixtures/vap-small (four CEL
 validations) on bench/fixtures/pod-small-review.json, in alternating rounds at c=16.
+Section "Alternating rounds": the 10 KB Pod and the ConfigMap against the floor, the standard
+set and the Go peer (and, with --baseline, an earlier build's floor and standard set), in
+alternating rounds at c=16.
 
 Figures come from oha's JSON output (latency, throughput, errors) and /proc/PID (CPU, memory).
 Everything goes to 127.0.0.1 only. `--smoke` runs the floor server with one body at c=1 and c=4
@@ -55,6 +58,10 @@ HEAVY_POLICY = ROOT / "bench/fixtures/heavy"
 SMALL_POD_BODY = ROOT / "bench/fixtures/pod-small-review.json"
 SMALL_POD_POLICIES = [STANDARD_POLICIES / "pod-security.yaml", ROOT / "bench/fixtures/vap-small"]
 SMALL_POD_ROUNDS = int(os.environ.get("BENCH_SMALL_POD_ROUNDS", "5"))
+# Rounds section: the floor, the standard set and the Go peer (and a baseline build's floor and
+# standard set) take turns on each body, BENCH_ROUNDS rounds of c=16.
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
+ROUND_REQUESTS = {"pod-10kb": 10000, "configmap": 20000}
 HEAVY_BODY = ROOT / "bench/fixtures/pod-44-containers-review.json"
 # Isolation run: heavy requests kept in flight, and the cheap requests' rate and count.
 HEAVY_IN_FLIGHT = 8
@@ -447,7 +454,9 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--scale", type=float, default=float(os.environ.get("BENCH_SCALE", "1")))
     ap.add_argument("--note", action="append", default=[], help="a line for the notes")
-    ap.add_argument("--only", choices=["isolation", "small-pod"],
+    ap.add_argument("--baseline", help="another Portcullis binary (an earlier build): the rounds "
+                    "section also runs its floor and standard set, in the same rounds")
+    ap.add_argument("--only", choices=["isolation", "small-pod", "rounds"],
                     help="run one section only (its markdown is printed, not written to --out)")
     args = ap.parse_args()
 
@@ -496,7 +505,7 @@ def run(args, workdir):
 
     scale = args.scale
     if args.only:
-        section = isolation if args.only == "isolation" else small_pod
+        section = {"isolation": isolation, "small-pod": small_pod, "rounds": rounds}[args.only]
         md.extend(section(args, oha, workdir, certs, scale))
         md.append("## Notes\n")
         md.extend(f"- {n}" for n in notes)
@@ -650,6 +659,7 @@ def run(args, workdir):
                      "max ms", "failed"], [reload_row]) + "\n")
 
     md.extend(small_pod(args, oha, workdir, certs, scale))
+    md.extend(rounds(args, oha, workdir, certs, scale))
     md.extend(isolation(args, oha, workdir, certs, scale))
 
     md.append("## Notes\n")
@@ -711,6 +721,74 @@ def small_pod(args, oha, workdir, certs, scale):
         ["floor / small-pss-cel CPU per review (medians)",
          median("small-floor", "cpu_per_1000") / median("small-pss-cel", "cpu_per_1000")],
     ]) + "\n")
+    if failed:
+        md.append(f"**{failed} requests failed.**\n")
+    SECTION_FAILURES.append(failed)
+    return md
+
+
+def rounds(args, oha, workdir, certs, scale):
+    """The 10 KB Pod and the ConfigMap, each against the floor, the standard set (with the VAP)
+    and the Go peer, and, with --baseline, that build's floor and standard set: all run side by
+    side and take turns, ROUNDS rounds of c=16 per body, so that the machine's drift falls on
+    all; the ratios are of the medians."""
+    import statistics
+
+    empty = workdir / "empty"
+    standard = [STANDARD_POLICIES, VAP]
+    servers = [portcullis(args.portcullis, "floor", [empty], workdir, certs),
+               portcullis(args.portcullis, "standard", standard, workdir, certs)]
+    if args.baseline:
+        servers += [portcullis(args.baseline, "baseline-floor", [empty], workdir, certs),
+                    portcullis(args.baseline, "baseline-standard", standard, workdir, certs)]
+    if args.go_webhook:
+        servers.append(go_peer(args.go_webhook, workdir, certs))
+    for server in servers:
+        RUNNING.append(server.start())
+    runs = {(server.name, body): [] for server in servers for body in ROUND_REQUESTS}
+    counts = {body: max(1000, int(n * scale)) for body, n in ROUND_REQUESTS.items()}
+    for body, n in counts.items():
+        for server in servers:
+            oha.run(server, "/validate", BODIES[body], max(256, n // 10), 16)
+    for _ in range(ROUNDS):
+        for body, n in counts.items():
+            for server in servers:
+                r = oha.run(server, "/validate", BODIES[body], n, 16)
+                runs[(server.name, body)].append(r)
+                log(f"{server.name} {body} c=16: {r['rps']:.0f} req/s, "
+                    f"{r['cpu_per_1000']:.4f} CPU s / 1000, failed {r['failed']}")
+    for server in servers:
+        server.stop()
+        RUNNING.remove(server)
+    failed = sum(r["failed"] for rs in runs.values() for r in rs)
+    median = lambda name, body, key: statistics.median(r[key] for r in runs[(name, body)])  # noqa: E731
+    md = ["## Alternating rounds: the 10 KB Pod and the ConfigMap\n",
+          f"`/validate`, c=16, {' and '.join(f'{n} requests of {b}' for b, n in counts.items())} "
+          f"per round, {ROUNDS} rounds, the servers in turn. `standard`: "
+          "tests/fixtures/bench/policies and bench/fixtures/vap."
+          + (f" `baseline-*`: {args.baseline}." if args.baseline else "") + "\n"]
+    rows = []
+    for (name, body), rs in runs.items():
+        rows.append([name, body, median(name, body, "rps"),
+                     median(name, body, "cpu_per_1000") * 1000,
+                     " / ".join(f"{r['rps']:.0f}" for r in rs),
+                     " / ".join(f"{r['cpu_per_1000'] * 1000:.1f}" for r in rs),
+                     sum(r["failed"] for r in rs)])
+    md.append(table(["server", "body", "median req/s", "median CPU ms / 1000", "req/s per round",
+                     "CPU ms / 1000 per round", "failed"], rows) + "\n")
+    ratios = []
+    names = [server.name for server in servers]
+    for body in counts:
+        pairs = [("standard", "floor"), ("baseline-standard", "baseline-floor"),
+                 ("standard", "baseline-standard"), ("floor", "baseline-floor"),
+                 ("standard", "go-peer")]
+        for a, b in pairs:
+            if a in names and b in names:
+                ratios.append([f"{body}: {a} / {b} throughput",
+                               median(a, body, "rps") / median(b, body, "rps")])
+                ratios.append([f"{body}: {b} / {a} CPU per review",
+                               median(b, body, "cpu_per_1000") / median(a, body, "cpu_per_1000")])
+    md.append(table(["ratio (medians)", "value"], ratios) + "\n")
     if failed:
         md.append(f"**{failed} requests failed.**\n")
     SECTION_FAILURES.append(failed)

@@ -16,7 +16,10 @@
 #
 # Environment: BENCH_SCALE (request counts, default 1; the smoke ignores it), BENCH_NICE (nice
 # level of the measurement itself, default 0), BENCH_SKIP_PEER=1, PORTCULLIS_BIN (skip the
-# cargo build), OHA, GO, BENCH_KEEP=1 (keep the work dir with the server logs).
+# cargo build), OHA, GO, BENCH_KEEP=1 (keep the work dir with the server logs),
+# BENCH_BASELINE_BIN (an earlier build of portcullis, run beside this one in the rounds section),
+# BENCH_ROUNDS and BENCH_SMALL_POD_ROUNDS (rounds of those sections, 5 each), BENCH_ONLY (one
+# section: isolation, small-pod or rounds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -77,6 +80,10 @@ fi
 NOTES+=(--note "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), $(uname -r), load average before the run: $(cut -d' ' -f1-3 /proc/loadavg); oha $("$OHA" --version | awk '{print $2}') runs on the same cores; $("$PORTCULLIS" --version); date $(date -u +%FT%TZ).")
 NOTES+=(--note "Portcullis runs with its defaults (one info log line per decision, to a file); the Go peer logs nothing.")
 
+EXTRA_ARGS=()
+[[ -n "${BENCH_BASELINE_BIN:-}" ]] && EXTRA_ARGS+=(--baseline "$BENCH_BASELINE_BIN")
+[[ -n "${BENCH_ONLY:-}" ]] && EXTRA_ARGS+=(--only "$BENCH_ONLY")
+
 mkdir -p bench/results
 nice -n "${BENCH_NICE:-0}" python3 bench/loadbench.py --portcullis "$PORTCULLIS" --oha "$OHA" \
-  "${PEER_ARGS[@]}" "${NOTES[@]}" --out bench/results/latest.md
+  "${PEER_ARGS[@]}" "${EXTRA_ARGS[@]}" "${NOTES[@]}" --out bench/results/latest.md
