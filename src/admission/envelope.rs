@@ -32,7 +32,7 @@ pub(super) struct RequestSeed<'w> {
     pub wants: &'w dyn Fn(&AdmissionRequest) -> bool,
 }
 
-/// A required field, as a bit of [`RequestVisitor`]'s record of what it has read.
+/// Each field of the request, as a bit of [`RequestVisitor`]'s record of what it has read.
 const UID: u16 = 1;
 const KIND: u16 = 1 << 1;
 const RESOURCE: u16 = 1 << 2;
