@@ -148,10 +148,6 @@ const KNOWN: &[(&str, &str)] = &[
         "cel-go validates constant regex arguments at create; Portcullis at evaluation",
     ),
     (
-        "int-str-conv-bad",
-        "cel-go folds constant conversions when the program is instantiated; Portcullis at evaluation",
-    ),
-    (
         "format-d-string",
         "cel-go validates constant format() calls at create; Portcullis at evaluation",
     ),

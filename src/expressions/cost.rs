@@ -201,7 +201,7 @@ const MAP_CREATE: u64 = 30;
 const STRUCT_CREATE: u64 = 40;
 
 /// Conversions cel-go folds when their argument is a constant.
-const CONVERSIONS: &[&str] = &[
+pub(super) const CONVERSIONS: &[&str] = &[
     "bool",
     "bytes",
     "double",

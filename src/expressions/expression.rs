@@ -265,6 +265,12 @@ impl Expression {
         self.identifiers.contains(name)
     }
 
+    /// Why the apiserver would refuse to instantiate the program (see
+    /// [`CelProgram::instantiation_error`]).
+    pub fn instantiation_error(&self) -> Option<&str> {
+        self.program.instantiation_error()
+    }
+
     /// The expression as written.
     pub fn source(&self) -> &str {
         self.program.source()

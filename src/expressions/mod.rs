@@ -26,6 +26,7 @@ mod compiled;
 mod convert;
 mod cost;
 mod expression;
+mod fold;
 pub mod library;
 mod macros;
 mod nesting;
@@ -235,6 +236,9 @@ pub struct CelProgram {
     env: Arc<Env>,
     limits: CelLimits,
     source: Arc<str>,
+    /// Why cel-go would refuse to make the program (a conversion of a constant that fails,
+    /// see `fold.rs`), worded as cel-go words the error.
+    instantiation_error: Option<String>,
 }
 
 impl std::fmt::Debug for CelProgram {
@@ -364,6 +368,10 @@ impl CelEnvironment {
                     .join("\n"),
             });
         }
+        fold::fold_empty_membership(&mut expression);
+        let instantiation_error = fold::first_failing_conversion(&expression, &|constant| {
+            self.evaluate_constant(constant)
+        });
         cost::instrument(&mut expression);
         check::instrument(&mut expression);
         Ok(CelProgram {
@@ -372,6 +380,7 @@ impl CelEnvironment {
             env: Arc::clone(&self.env),
             limits: self.limits,
             source: source.into(),
+            instantiation_error,
         })
     }
 }
@@ -424,6 +433,17 @@ impl CelEnvironment {
             .map(|(_, message)| message)
             .collect::<Vec<_>>()
             .join("\n"))
+    }
+}
+
+impl CelEnvironment {
+    /// Evaluates a constant part of an expression (no variables), as cel-go does when it
+    /// folds it: the error as an evaluation would word it.
+    fn evaluate_constant(&self, constant: &cel::IdedExpr) -> Result<(), String> {
+        let context = Context::with_env(Arc::clone(&self.env));
+        cel::Value::resolve_val(constant, &context)
+            .map(|_| ())
+            .map_err(|error| Activation::new().explain(error).to_string())
     }
 }
 
@@ -550,6 +570,13 @@ impl CelProgram {
     /// The source this program was compiled from.
     pub fn source(&self) -> &str {
         &self.source
+    }
+
+    /// Why the apiserver would refuse to instantiate this program, after it compiled and
+    /// type-checked: a conversion of a constant that fails (`type conversion error from
+    /// 'string' to 'int'`), which cel-go evaluates when it makes the program.
+    pub fn instantiation_error(&self) -> Option<&str> {
+        self.instantiation_error.as_deref()
     }
 
     /// Whether the compiled evaluator runs this program (else only the interpreter does).

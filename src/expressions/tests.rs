@@ -793,3 +793,65 @@ fn quantifiers_defer_a_predicates_error_to_later_items() {
         );
     }
 }
+
+#[test]
+fn membership_in_a_constant_empty_list_is_false_without_evaluating_the_member() {
+    let object = json!({"metadata": {"labels": {}}});
+    let activation = Activation::new().object(&object);
+    let environment = CelEnvironment::kubernetes();
+    // Both evaluators: the compiled one (`evaluate`) and the interpreter.
+    let both = |source: &str| {
+        let program = environment.compile(source).expect("compiles");
+        let interpreted = program.interpret_with_cost(&activation).0;
+        (program.evaluate(&activation), interpreted)
+    };
+    for source in [
+        "object.metadata.labels['team'] in []",
+        "object.metadata.labels['team'] in dyn([])",
+    ] {
+        let (compiled, interpreted) = both(source);
+        assert_eq!(compiled, Ok(cel::Value::Bool(false)), "{source}");
+        assert_eq!(interpreted, Ok(cel::Value::Bool(false)), "{source}");
+    }
+    // A list that is not a constant, or not empty, still evaluates the member.
+    for source in [
+        "object.metadata.labels['team'] in ['a']",
+        "object.metadata.labels['team'] in object.metadata.labels.map(k, k)",
+    ] {
+        let (compiled, interpreted) = both(source);
+        for result in [compiled, interpreted] {
+            let error = result.unwrap_err().to_string();
+            assert!(error.contains("no such key: team"), "{source}: {error}");
+        }
+    }
+}
+
+#[test]
+fn a_conversion_of_a_constant_that_fails_cannot_be_instantiated() {
+    let environment = CelEnvironment::kubernetes();
+    let error = |source: &str| {
+        environment
+            .compile(source)
+            .expect("compiles")
+            .instantiation_error()
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        error("int('x') == 1").as_deref(),
+        Some("type conversion error from 'string' to 'int'")
+    );
+    // Nested constants fold first: the inner conversion is the one that fails.
+    assert_eq!(
+        error("[int(string('y'))] == [1]").as_deref(),
+        Some("type conversion error from 'string' to 'int'")
+    );
+    for fine in [
+        "int('7') == 7",
+        "[int('1'), 2] == [1, 2]",
+        "int(object.data.replicas) == 1",
+        "object.data.x in ['a', 'b']",
+        "size([]) == 0",
+    ] {
+        assert_eq!(error(fine), None, "{fine}");
+    }
+}

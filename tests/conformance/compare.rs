@@ -307,18 +307,6 @@ pub const KNOWN: &[KnownCause] = &[
         matches: |apiserver, portcullis| two_known_errors(apiserver, portcullis),
     },
     KnownCause {
-        class: "empty-list-membership",
-        issue: "#13 (item 4)",
-        reason: "cel-go's planner turns `x in []` (a constant empty list) into `false` without \
-                 evaluating `x`, so a failing `x` is no error there; the cel crate evaluates `x` \
-                 and fails",
-        matches: |apiserver, portcullis| {
-            portcullis.contains(" in []")
-                && portcullis.contains("resulted in error")
-                && !apiserver.contains("resulted in error")
-        },
-    },
-    KnownCause {
         class: "audit-failure-order",
         issue: "#13 (item 4)",
         reason: "the validation_failure audit annotation lists the same failures in another order \

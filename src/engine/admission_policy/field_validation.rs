@@ -8,7 +8,7 @@
 //! Fields the apiserver defaults before validating (`failurePolicy`, `matchPolicy`, the
 //! selectors) are not required.
 
-use super::policy_core::expect_output;
+use super::policy_core::{expect_instantiable, expect_output};
 use super::variables::is_cel_identifier;
 use crate::expressions::{CelType, Expression};
 use crate::names;
@@ -113,6 +113,7 @@ impl FieldErrors {
     ) -> Option<Expression> {
         let expression = self.keep(compiled)?;
         self.keep(expect_output(source, field, &expression, expected))?;
+        self.keep(expect_instantiable(source, field, &expression))?;
         Some(expression)
     }
 

@@ -47,6 +47,23 @@ pub(super) fn expect_output(
     })
 }
 
+/// Refuses an expression that compiled and type-checked but that the apiserver cannot make a
+/// program of (a conversion of a constant that fails), as it does at create.
+pub(super) fn expect_instantiable(
+    source: &DocumentSource,
+    field: &str,
+    expression: &Expression,
+) -> Result<(), PolicyError> {
+    match expression.instantiation_error() {
+        None => Ok(()),
+        Some(error) => Err(PolicyError::at(
+            source,
+            field,
+            format!("Internal error: program instantiation failed: {error}"),
+        )),
+    }
+}
+
 /// The most `matchConditions` a policy may have.
 pub(super) const MAX_MATCH_CONDITIONS: usize = 64;
 

@@ -3,7 +3,7 @@
 //! declared before it).
 
 use super::field_validation::FieldErrors;
-use super::policy_core::compile_expression;
+use super::policy_core::{compile_expression, expect_instantiable};
 use crate::expressions::{CelType, Declarations, Expression, Variables as Declared};
 use crate::policy::admission_policy::NamedExpression;
 use crate::policy::{DocumentSource, PolicyError};
@@ -75,17 +75,22 @@ impl Variables {
                 errors.required(&field, "expression is not specified");
                 continue;
             }
-            let compiled = errors.keep(compile_expression(
-                source,
-                &field,
-                &spec.expression,
-                false,
-                &Declarations {
-                    variables: Declared::Typed(&variables.types),
-                    params,
-                    authorizer: true,
-                },
-            ));
+            let compiled = errors
+                .keep(compile_expression(
+                    source,
+                    &field,
+                    &spec.expression,
+                    false,
+                    &Declarations {
+                        variables: Declared::Typed(&variables.types),
+                        params,
+                        authorizer: true,
+                    },
+                ))
+                .and_then(|expression| {
+                    errors.keep(expect_instantiable(source, &field, &expression))?;
+                    Some(expression)
+                });
             let closure = compiled.as_ref().and_then(|expression| {
                 errors.keep(variables.needed(expression).map_err(|name| {
                     PolicyError::at(
