@@ -148,18 +148,6 @@ const KNOWN: &[(&str, &str)] = &[
         "cel-go validates constant regex arguments at create; Portcullis at evaluation",
     ),
     (
-        "format-d-string",
-        "cel-go validates constant format() calls at create; Portcullis at evaluation",
-    ),
-    (
-        "format-missing-arg",
-        "cel-go validates constant format() calls at create; Portcullis at evaluation",
-    ),
-    (
-        "format-bad-verb",
-        "cel-go validates constant format() calls at create; Portcullis at evaluation",
-    ),
-    (
         "two-var-type-error",
         "two-variable comprehensions are not typed by Portcullis's checker (dyn)",
     ),

@@ -995,11 +995,20 @@ pub(crate) fn eval_error(error: &ExecutionError) -> CelEvalError {
         ExecutionError::FunctionError { function, message } if function == "budget" => {
             CelEvalError::Cancelled(message.clone())
         }
-        // cel-go: `int('x')` is "type conversion error from 'string' to 'int'".
+        // cel-go: `int('x')` is "type conversion error from 'string' to 'int'", and so for
+        // `uint` and `double`; `bool('maybe')` is worded so too, in lower case.
         ExecutionError::FunctionError { function, message }
-            if message.starts_with("string parse error") && function == "int" =>
+            if message.starts_with("string parse error")
+                && matches!(function.as_str(), "int" | "uint" | "double") =>
         {
-            CelEvalError::runtime("type conversion error from 'string' to 'int'")
+            CelEvalError::runtime(format!(
+                "type conversion error from 'string' to '{function}'"
+            ))
+        }
+        ExecutionError::FunctionError { message, .. }
+            if message.starts_with("Type conversion error") =>
+        {
+            CelEvalError::runtime(message.replacen('T', "t", 1))
         }
         ExecutionError::FunctionError { message, .. } => CelEvalError::runtime(message.clone()),
         ExecutionError::NoSuchKey(key) => CelEvalError::runtime(format!("no such key: {key}")),

@@ -70,6 +70,20 @@ fn string_to_int_conversion_errors_are_worded_as_cel_go() {
         error.to_string(),
         "type conversion error from 'string' to 'int'"
     );
+    // The same words for the other conversions of a string (load-time/constant-folding.yaml
+    // records the apiserver's).
+    for (source, target) in [
+        ("uint(object.data.replicas) > 0u", "uint"),
+        ("double(object.data.replicas) > 0.0", "double"),
+        ("bool(object.data.replicas)", "bool"),
+    ] {
+        let error = eval_json(source, &object).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!("type conversion error from 'string' to '{target}'"),
+            "{source}"
+        );
+    }
 }
 
 /// Found by the conformance test (docs/conformance.md): the apiserver's text is blang/semver's

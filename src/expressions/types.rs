@@ -8,6 +8,7 @@
 //! them. Anything it cannot type (unknown functions, two-variable comprehensions, `dyn`) is
 //! `dyn`, which cel-go accepts everywhere.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -459,6 +460,7 @@ pub(super) fn infer(
         issues: Vec::new(),
         literal_issues: Vec::new(),
         in_format: 0,
+        format_types: HashMap::new(),
     };
     let output = checker.expr(expr);
     // cel-go validates literals after checking, only when checking found nothing.
@@ -482,6 +484,8 @@ struct Checker<'d> {
     literal_issues: Vec<TypeIssue>,
     /// How many `format(…)` calls the walk is inside: their literals are exempt.
     in_format: usize,
+    /// The type of each node inside a `format(…)` call, for the format string's validator.
+    format_types: HashMap<u64, CelType>,
 }
 
 /// Namespaces of library functions called as `ns.fn(…)`.
@@ -548,6 +552,14 @@ impl Checker<'_> {
     }
 
     fn expr(&mut self, expr: &IdedExpr) -> CelType {
+        let found = self.expr_type(expr);
+        if self.in_format > 0 {
+            self.format_types.insert(expr.id, found.clone());
+        }
+        found
+    }
+
+    fn expr_type(&mut self, expr: &IdedExpr) -> CelType {
         match &expr.expr {
             Expr::Literal(literal) => match literal {
                 LiteralValue::Boolean(_) => CelType::Bool,
@@ -819,6 +831,9 @@ impl Checker<'_> {
         let target = call.target.as_ref().map(|t| self.expr(t));
         let args: Vec<CelType> = call.args.iter().map(|a| self.expr(a)).collect();
         self.in_format -= usize::from(format);
+        if format && let Some(issue) = format_call_issue(id, call, &self.format_types) {
+            self.literal_issues.push(issue);
+        }
         match target {
             Some(target) => self.member(id, name, &target, &args),
             None => self.global(id, name, &args),
@@ -1317,6 +1332,172 @@ fn member_result(name: &str, target: &CelType, args: &[CelType]) -> Option<Resul
         )),
         "add" | "sub" => Ok(T::Opaque("kubernetes.Quantity")),
         "masked" => Ok(T::Opaque("net.CIDR")),
+        _ => return None,
+    })
+}
+
+/// cel-go's validator of `'<literal>'.format([<list literal>])` calls (the strings extension
+/// at the version Kubernetes uses): the format string's clauses against the checked types of
+/// the list's items, the first problem reported at the node cel-go reports it at. Items of a
+/// type whose name the apiserver prints differently (objects, opaque types) are not judged.
+fn format_call_issue(
+    call_id: u64,
+    call: &CallExpr,
+    types: &HashMap<u64, CelType>,
+) -> Option<TypeIssue> {
+    let Expr::Literal(LiteralValue::String(text)) = &call.target.as_deref()?.expr else {
+        return None;
+    };
+    let [argument] = call.args.as_slice() else {
+        return None;
+    };
+    let Expr::List(list) = &argument.expr else {
+        return None;
+    };
+    let issue = |id: u64, message: String| Some(TypeIssue { id, message });
+    let bytes = text.as_bytes();
+    let (mut i, mut index, mut requested) = (0, 0, 0);
+    while i < bytes.len() {
+        if bytes[i] != b'%' {
+            i += 1;
+            continue;
+        }
+        if bytes.get(i + 1) == Some(&b'%') {
+            i += 2;
+            continue;
+        }
+        requested += 1;
+        if i + 1 >= bytes.len() {
+            return issue(call_id, "unexpected end of string".to_owned());
+        }
+        let Some(item) = list.elements.get(index) else {
+            return issue(call_id, format!("index {index} out of range"));
+        };
+        let clause = &bytes[i + 1..];
+        let mut read = 0;
+        if clause[0] == b'.' {
+            read = 1;
+            while clause.get(read).is_some_and(u8::is_ascii_digit) {
+                read += 1;
+            }
+            let precision_error = if read >= clause.len() {
+                Some("could not find end of precision specifier".to_owned())
+            } else {
+                let digits = std::str::from_utf8(&clause[1..read]).unwrap_or_default();
+                match digits.parse::<i64>() {
+                    Ok(_) => None,
+                    Err(_) if digits.is_empty() => Some(
+                        "error while converting precision to integer: strconv.Atoi: parsing \"\": \
+                         invalid syntax"
+                            .to_owned(),
+                    ),
+                    Err(_) => Some(format!(
+                        "error while converting precision to integer: strconv.Atoi: parsing \
+                         {digits:?}: value out of range"
+                    )),
+                }
+            };
+            if let Some(error) = precision_error {
+                return issue(
+                    call_id,
+                    format!(
+                        "could not parse formatting clause: error while parsing precision: {error}"
+                    ),
+                );
+            }
+        }
+        let verb = clause[read];
+        read += 1;
+        let accepted: &[fn(&CelType) -> bool] = match verb {
+            // Every type but objects and opaque ones, which are not judged here.
+            b's' => &[],
+            b'd' | b'o' => &[is_int, is_uint],
+            b'f' | b'e' => &[is_double, is_string],
+            b'b' => &[is_int, is_uint, is_bool],
+            b'x' | b'X' => &[is_int, is_uint, is_string, is_bytes],
+            other => {
+                return issue(
+                    call_id,
+                    format!(
+                        "could not parse formatting clause: unrecognized formatting clause \"{}\"",
+                        char::from(other)
+                    ),
+                );
+            }
+        };
+        let clause_words = match verb {
+            b'd' => "decimal clause can only be used on integers",
+            b'o' => "octal clause can only be used on integers",
+            b'f' => "fixed-point clause can only be used on doubles",
+            b'e' => "scientific clause can only be used on doubles",
+            b'b' => "only integers and bools can be formatted as binary",
+            b'x' | b'X' => "only integers, byte buffers, and strings can be formatted as hex",
+            _ => "",
+        };
+        if !accepted.is_empty() {
+            let found = types.get(&item.id).cloned().unwrap_or(CelType::Dyn);
+            if !found.is_dyn() && !accepted.iter().any(|accepts| accepts(&found)) {
+                let name = cel_go_type_name(&found)?;
+                return issue(
+                    item.id,
+                    format!("error during formatting: {clause_words}, was given {name}"),
+                );
+            }
+        }
+        i += 1 + read;
+        index += 1;
+    }
+    if list.elements.len() > requested {
+        return issue(
+            call_id,
+            format!(
+                "too many arguments supplied to string.format (expected {requested}, got {})",
+                list.elements.len()
+            ),
+        );
+    }
+    None
+}
+
+fn is_int(t: &CelType) -> bool {
+    matches!(t, CelType::Int)
+}
+
+fn is_uint(t: &CelType) -> bool {
+    matches!(t, CelType::Uint)
+}
+
+fn is_double(t: &CelType) -> bool {
+    matches!(t, CelType::Double)
+}
+
+fn is_string(t: &CelType) -> bool {
+    matches!(t, CelType::String)
+}
+
+fn is_bool(t: &CelType) -> bool {
+    matches!(t, CelType::Bool)
+}
+
+fn is_bytes(t: &CelType) -> bool {
+    matches!(t, CelType::Bytes)
+}
+
+/// cel-go's `Type.TypeName()` of the types whose name does not depend on the apiserver's run.
+fn cel_go_type_name(t: &CelType) -> Option<&'static str> {
+    Some(match t {
+        CelType::Null => "null_type",
+        CelType::Bool => "bool",
+        CelType::Int => "int",
+        CelType::Uint => "uint",
+        CelType::Double => "double",
+        CelType::String => "string",
+        CelType::Bytes => "bytes",
+        CelType::Duration => "google.protobuf.Duration",
+        CelType::Timestamp => "google.protobuf.Timestamp",
+        CelType::List(_) => "list",
+        CelType::Map(..) => "map",
+        CelType::Type => "type",
         _ => return None,
     })
 }
