@@ -144,10 +144,6 @@ fn recorded_answers_are_the_apiservers() {
 /// the refusal differently.
 const KNOWN: &[(&str, &str)] = &[
     (
-        "find-bad-regex",
-        "cel-go validates constant regex arguments at create; Portcullis at evaluation",
-    ),
-    (
         "two-var-type-error",
         "two-variable comprehensions are not typed by Portcullis's checker (dyn)",
     ),

@@ -7,7 +7,10 @@
 //!   the program is made, and one that fails refuses the expression at create (`program
 //!   instantiation failed: type conversion error from 'string' to 'int'`). A constant is a
 //!   literal, a list or map literal of constants, or a conversion of a constant, as cel-go's
-//!   decorators fold them bottom-up.
+//!   decorators fold them bottom-up;
+//! - a literal pattern given to `find` or `findAll` is compiled when the program is made
+//!   (Kubernetes' regex optimizations), and one Go's `regexp` refuses refuses the expression
+//!   (`program instantiation failed: error parsing regexp: missing closing ): `(``).
 //!
 //! Costs already follow the folding (a folded constant costs nothing, `cost.rs`).
 
@@ -38,9 +41,10 @@ fn is_empty_constant_list(expr: &IdedExpr) -> bool {
     }
 }
 
-/// The first conversion of a constant in `expr` (in cel-go's planning order: children first,
-/// left to right) whose evaluation with `evaluate` fails, with its error.
-pub(super) fn first_failing_conversion(
+/// The first part of `expr` that cel-go fails to plan (in its planning order: children first,
+/// left to right): a conversion of a constant whose evaluation with `evaluate` fails, or a
+/// `find`/`findAll` whose literal pattern does not compile; with its error.
+pub(super) fn first_instantiation_error(
     expr: &IdedExpr,
     evaluate: &dyn Fn(&IdedExpr) -> Result<(), String>,
 ) -> Option<String> {
@@ -72,6 +76,17 @@ fn constant(
                     .entries
                     .iter()
                     .all(|entry| matches!(&entry.expr, EntryExpr::MapEntry(e) if !e.optional))
+        }
+        Expr::Call(call)
+            if call.target.is_some() && matches!(call.func_name.as_str(), "find" | "findAll") =>
+        {
+            if let Some(Expr::Literal(LiteralValue::String(pattern))) =
+                call.args.first().map(|a| &a.expr)
+                && let Err(error) = super::library::compile_as_go(pattern)
+            {
+                *failure = Some(error);
+            }
+            false
         }
         Expr::Call(call)
             if call.target.is_none()

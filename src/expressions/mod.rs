@@ -236,8 +236,8 @@ pub struct CelProgram {
     env: Arc<Env>,
     limits: CelLimits,
     source: Arc<str>,
-    /// Why cel-go would refuse to make the program (a conversion of a constant that fails,
-    /// see `fold.rs`), worded as cel-go words the error.
+    /// Why cel-go would refuse to make the program (a conversion of a constant that fails, a
+    /// literal `find` pattern that does not compile; see `fold.rs`), worded as cel-go words it.
     instantiation_error: Option<String>,
 }
 
@@ -369,7 +369,7 @@ impl CelEnvironment {
             });
         }
         fold::fold_empty_membership(&mut expression);
-        let instantiation_error = fold::first_failing_conversion(&expression, &|constant| {
+        let instantiation_error = fold::first_instantiation_error(&expression, &|constant| {
             self.evaluate_constant(constant)
         });
         cost::instrument(&mut expression);
@@ -574,7 +574,8 @@ impl CelProgram {
 
     /// Why the apiserver would refuse to instantiate this program, after it compiled and
     /// type-checked: a conversion of a constant that fails (`type conversion error from
-    /// 'string' to 'int'`), which cel-go evaluates when it makes the program.
+    /// 'string' to 'int'`), which cel-go evaluates when it makes the program, or a literal
+    /// pattern of `find`/`findAll` that Go's `regexp` refuses.
     pub fn instantiation_error(&self) -> Option<&str> {
         self.instantiation_error.as_deref()
     }

@@ -869,3 +869,27 @@ fn a_conversion_of_a_constant_that_fails_cannot_be_instantiated() {
         assert_eq!(error(fine), None, "{fine}");
     }
 }
+
+#[test]
+fn patterns_go_refuses_are_refused_by_both_evaluators() {
+    let object = json!({"data": {"pattern": "a**"}});
+    let activation = Activation::new().object(&object);
+    let environment = CelEnvironment::kubernetes();
+    for source in [
+        "'aaa'.matches(object.data.pattern)",
+        "'aaa'.find(object.data.pattern) == ''",
+    ] {
+        let program = environment.compile(source).expect("compiles");
+        let compiled = program.evaluate(&activation).unwrap_err().to_string();
+        let interpreted = program
+            .interpret_with_cost(&activation)
+            .0
+            .unwrap_err()
+            .to_string();
+        assert_eq!(compiled, interpreted, "{source}");
+        assert!(
+            compiled.contains("error parsing regexp: invalid nested repetition operator: `**`"),
+            "{source}: {compiled}"
+        );
+    }
+}

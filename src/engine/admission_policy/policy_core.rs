@@ -48,7 +48,8 @@ pub(super) fn expect_output(
 }
 
 /// Refuses an expression that compiled and type-checked but that the apiserver cannot make a
-/// program of (a conversion of a constant that fails), as it does at create.
+/// program of (a conversion of a constant that fails, a literal `find` pattern that does not
+/// compile), as it does at create.
 pub(super) fn expect_instantiable(
     source: &DocumentSource,
     field: &str,

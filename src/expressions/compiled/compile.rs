@@ -359,7 +359,7 @@ impl<'e> Compiler<'e> {
     fn pattern(&mut self, pattern: &'e IdedExpr) -> Option<Pattern> {
         if let Expr::Literal(LiteralValue::String(text)) = &pattern.expr {
             // A pattern that does not compile fails at evaluation: the interpreter words it.
-            if let Ok(regex) = regex::Regex::new(text.inner()) {
+            if let Ok(regex) = crate::expressions::library::compile_as_go(text.inner()) {
                 let units = (text.inner().chars().count() as u64).div_ceil(4);
                 return Some(Pattern::Constant(regex, units));
             }

@@ -30,15 +30,16 @@ mod lists;
 mod net;
 mod patterns;
 mod quantity;
+mod regexp_errors;
 mod semver;
 mod urls;
 
 use self::{authz::*, formats::*, lists::*, net::*, patterns::*, quantity::*, semver::*, urls::*};
 pub(crate) use authz::authorizer_value;
 pub(crate) use formats::FORMATS;
-pub(crate) use patterns::cached_regex_match;
 #[cfg(test)]
 pub(crate) use patterns::cached_regexes;
+pub(crate) use patterns::{cached_regex_match, compile_as_go};
 
 type Fallible = Result<Value, ExecutionError>;
 

@@ -1,6 +1,7 @@
 //! Regular expressions: `find`, `findAll`, and `matches`, with each pattern compiled once per
 //! thread and cached (the `cel` crate's own `matches` recompiles on every call).
 
+use super::regexp_errors::go_regexp_error;
 use super::*;
 
 /// Compiled regexes, per thread (no lock on the hot path), cleared when full.
@@ -20,21 +21,27 @@ pub(super) fn with_regex<T>(
         if let Some(re) = cache.get(pattern) {
             return Ok(f(re));
         }
-        let re = regex::Regex::new(pattern).map_err(|e| {
-            fail(
-                function,
-                format!(
-                    "error parsing regexp: {}",
-                    e.to_string().lines().last().unwrap_or_default().trim()
-                ),
-            )
-        })?;
+        let re = compile_as_go(pattern).map_err(|message| fail(function, message))?;
         let out = f(&re);
         if cache.len() >= REGEX_CACHE_SIZE {
             cache.clear();
         }
         cache.insert(pattern.to_owned(), re);
         Ok(out)
+    })
+}
+
+/// `pattern` compiled, or refused as Go's `regexp` refuses it (with Go's words where
+/// [`go_regexp_error`] knows them).
+pub(crate) fn compile_as_go(pattern: &str) -> Result<regex::Regex, String> {
+    if let Some(error) = go_regexp_error(pattern) {
+        return Err(error);
+    }
+    regex::Regex::new(pattern).map_err(|e| {
+        format!(
+            "error parsing regexp: {}",
+            e.to_string().lines().last().unwrap_or_default().trim()
+        )
     })
 }
 
