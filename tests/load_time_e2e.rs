@@ -144,14 +144,6 @@ fn recorded_answers_are_the_apiservers() {
 /// the refusal differently.
 const KNOWN: &[(&str, &str)] = &[
     (
-        "two-var-type-error",
-        "two-variable comprehensions are not typed by Portcullis's checker (dyn)",
-    ),
-    (
-        "list-opt-not-optional",
-        "`[?x]` with a non-optional x is not checked",
-    ),
-    (
         "map-jsonpatch-typo",
         "JSONPatch{…} field names and types are not checked",
     ),

@@ -13,7 +13,11 @@ use cel::common::ast::{
 use cel::parser::{Macro, MacroExprHelper, ParseError};
 
 const RESULT: &str = "@result";
-const PAIR: &str = "@it";
+/// The iteration variable of a two-variable comprehension's expansion: a `[first, second]`
+/// pair of `@pairs(range)`.
+pub(super) const PAIR: &str = "@it";
+/// The function that lists a range's pairs.
+pub(super) const PAIRS: &str = "@pairs";
 
 pub(super) fn register(env: &mut Env) {
     let macros = [
@@ -117,7 +121,7 @@ fn two_var(
     let mut rest: Vec<IdedExpr> = args.drain(..).skip(2).collect();
     let body = rest.pop().expect("a body");
     let filter = rest.pop();
-    let pairs = call(h, "@pairs", vec![range]);
+    let pairs = call(h, PAIRS, vec![range]);
 
     // Binds the two names from `@it` around `e`.
     let bound = |h: &mut MacroExprHelper<'_>, e: IdedExpr| {

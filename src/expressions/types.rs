@@ -13,7 +13,11 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::check::TYPE_NAMES;
-use cel::common::ast::{CallExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
+use cel::common::ast::{
+    CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue, operators,
+};
+
+use super::macros::{PAIR, PAIRS};
 
 /// The static type of a CEL value.
 #[derive(Clone)]
@@ -461,6 +465,7 @@ pub(super) fn infer(
         literal_issues: Vec::new(),
         in_format: 0,
         format_types: HashMap::new(),
+        pairs: Vec::new(),
     };
     let output = checker.expr(expr);
     // cel-go validates literals after checking, only when checking found nothing.
@@ -486,6 +491,9 @@ struct Checker<'d> {
     in_format: usize,
     /// The type of each node inside a `format(…)` call, for the format string's validator.
     format_types: HashMap<u64, CelType>,
+    /// The types of the two variables of each two-variable comprehension the walk is in
+    /// (innermost last): what `@it[0]` and `@it[1]` of its expansion hold.
+    pairs: Vec<(CelType, CelType)>,
 }
 
 /// Namespaces of library functions called as `ns.fn(…)`.
@@ -532,6 +540,67 @@ impl Checker<'_> {
         } else {
             CelType::Error
         }
+    }
+
+    /// The type an optional entry (`[?x]`, `{?k: x}`) adds: what its optional holds; an entry
+    /// that is not optional is reported as cel-go's checker reports it, and counts as itself.
+    fn optional_entry(&mut self, id: u64, found: CelType) -> CelType {
+        match found {
+            CelType::Optional(inner) => *inner,
+            t if t.is_dyn() => t,
+            t if t.printable() && !t.is_error() => {
+                let message = format!(
+                    "expected type '{}' but found '{}'",
+                    CheckerName(&CelType::Optional(Box::new(t.clone()))),
+                    CheckerName(&t)
+                );
+                self.report(id, message);
+                t
+            }
+            _ => CelType::Dyn,
+        }
+    }
+
+    /// Reports a comprehension range that is neither a list, a map nor `dyn`.
+    fn check_range(&mut self, id: u64, range: &CelType) {
+        if !matches!(range, CelType::List(_) | CelType::Map(..))
+            && !range.is_dyn()
+            && range.printable()
+        {
+            self.report(
+                id,
+                format!(
+                    "expression of type '{}' cannot be range of a comprehension (must be list, \
+                     map, or dynamic)",
+                    CheckerName(range)
+                ),
+            );
+        }
+    }
+
+    /// Checks a comprehension's initial value, condition, step and result with its variables
+    /// in scope, typed `first` and `second`; its type is the result's.
+    fn fold(&mut self, c: &ComprehensionExpr, first: CelType, second: CelType) -> CelType {
+        let init = self.expr(&c.accu_init);
+        let depth = self.scope.len();
+        self.scope.push((c.iter_var.clone(), first));
+        if let Some(second_name) = &c.iter_var2 {
+            self.scope.push((second_name.clone(), second));
+        }
+        self.scope.push((c.accu_var.clone(), init.clone()));
+        self.expr(&c.loop_cond);
+        let step = self.expr(&c.loop_step);
+        let accumulator = if step.assignable(&init) {
+            init.most_general(&step)
+        } else {
+            CelType::Dyn
+        };
+        if let Some(slot) = self.scope.last_mut() {
+            slot.1 = accumulator;
+        }
+        let result = self.expr(&c.result);
+        self.scope.truncate(depth);
+        result
     }
 
     fn in_scope(&self, name: &str) -> bool {
@@ -599,11 +668,7 @@ impl Checker<'_> {
                 for (i, element) in list.elements.iter().enumerate() {
                     let mut t = self.expr(element);
                     if list.optional_indices.contains(&i) {
-                        t = match t {
-                            CelType::Optional(inner) => *inner,
-                            t if t.is_dyn() => t,
-                            _ => CelType::Dyn,
-                        };
+                        t = self.optional_entry(element.id, t);
                     }
                     match &first {
                         None => first = Some(t.clone()),
@@ -626,11 +691,7 @@ impl Checker<'_> {
                             let key = self.expr(&e.key);
                             let mut value = self.expr(&e.value);
                             if e.optional {
-                                value = match value {
-                                    CelType::Optional(inner) => *inner,
-                                    t if t.is_dyn() => t,
-                                    _ => CelType::Dyn,
-                                };
+                                value = self.optional_entry(e.value.id, value);
                             }
                             match &first {
                                 None => first = Some((key.clone(), value.clone())),
@@ -665,20 +726,27 @@ impl Checker<'_> {
                 CelType::Object(Arc::new(StructLiteral(s.type_name.clone())))
             }
             Expr::Comprehension(c) => {
-                let range = self.expr(&c.iter_range);
-                if !matches!(range, CelType::List(_) | CelType::Map(..))
-                    && !range.is_dyn()
-                    && range.printable()
+                // A two-variable comprehension, expanded over `@pairs(range)` (macros.rs): its
+                // variables are typed from the range, as cel-go types them.
+                if c.iter_var == PAIR
+                    && let Expr::Call(pairs) = &c.iter_range.expr
+                    && pairs.func_name == PAIRS
+                    && let [range] = pairs.args.as_slice()
                 {
-                    self.report(
-                        c.iter_range.id,
-                        format!(
-                            "expression of type '{}' cannot be range of a comprehension (must \
-                             be list, map, or dynamic)",
-                            CheckerName(&range)
-                        ),
-                    );
+                    let found = self.expr(range);
+                    self.check_range(range.id, &found);
+                    let types = match found {
+                        CelType::List(item) => (CelType::Int, *item),
+                        CelType::Map(key, value) => (*key, *value),
+                        _ => (CelType::Dyn, CelType::Dyn),
+                    };
+                    self.pairs.push(types);
+                    let result = self.fold(c, CelType::Dyn, CelType::Dyn);
+                    self.pairs.pop();
+                    return result;
                 }
+                let range = self.expr(&c.iter_range);
+                self.check_range(c.iter_range.id, &range);
                 let (first, second) = match (&range, c.iter_var2.is_some()) {
                     (CelType::List(item), false) => (item.as_ref().clone(), CelType::Dyn),
                     (CelType::List(item), true) => (CelType::Int, item.as_ref().clone()),
@@ -688,28 +756,10 @@ impl Checker<'_> {
                     }
                     _ => (CelType::Dyn, CelType::Dyn),
                 };
-                let init = self.expr(&c.accu_init);
-                let depth = self.scope.len();
-                self.scope.push((c.iter_var.clone(), first));
-                if let Some(second_name) = &c.iter_var2 {
-                    self.scope.push((second_name.clone(), second));
-                }
-                self.scope.push((c.accu_var.clone(), init.clone()));
-                self.expr(&c.loop_cond);
-                let step = self.expr(&c.loop_step);
-                let accumulator = if step.assignable(&init) {
-                    init.most_general(&step)
-                } else {
-                    CelType::Dyn
-                };
-                if let Some(slot) = self.scope.last_mut() {
-                    slot.1 = accumulator;
-                }
-                let result = self.expr(&c.result);
-                self.scope.truncate(depth);
-                result
+                self.fold(c, first, second)
             }
             Expr::Call(call) => self.call(expr.id, call),
+
             Expr::Unspecified => CelType::Dyn,
         }
     }
@@ -781,6 +831,19 @@ impl Checker<'_> {
 
     fn call(&mut self, id: u64, call: &CallExpr) -> CelType {
         let name = call.func_name.as_str();
+        if name == operators::INDEX
+            && let [container, position] = call.args.as_slice()
+            && let (Expr::Ident(pair), Expr::Literal(LiteralValue::Int(index))) =
+                (&container.expr, &position.expr)
+            && pair == PAIR
+            && let Some((first, second)) = self.pairs.last()
+        {
+            match i64::from(*index) {
+                0 => return first.clone(),
+                1 => return second.clone(),
+                _ => {}
+            }
+        }
         if name == "_?._" && call.args.len() == 2 {
             let operand = self.expr(&call.args[0]);
             let Expr::Literal(LiteralValue::String(field)) = &call.args[1].expr else {
