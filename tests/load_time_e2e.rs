@@ -142,16 +142,7 @@ fn recorded_answers_are_the_apiservers() {
 /// Policies on which Portcullis and the apiserver are known to differ, with the cause
 /// (docs/conformance.md). Every one is refused by the apiserver; Portcullis loads it or words
 /// the refusal differently.
-const KNOWN: &[(&str, &str)] = &[
-    (
-        "map-jsonpatch-typo",
-        "JSONPatch{…} field names and types are not checked",
-    ),
-    (
-        "map-jsonpatch-op-int",
-        "JSONPatch{…} field names and types are not checked",
-    ),
-];
+const KNOWN: &[(&str, &str)] = &[];
 
 #[test]
 fn portcullis_refuses_what_the_apiserver_refuses() {

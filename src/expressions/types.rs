@@ -603,6 +603,32 @@ impl Checker<'_> {
         result
     }
 
+    /// A field of a `JSONPatch{…}` literal against the type's fields (`op`, `path` and `from`
+    /// strings, `value` anything), reported as cel-go reports a field of a declared type.
+    fn json_patch_field(&mut self, id: u64, field: &str, provided: &CelType) {
+        let expected = match field {
+            "op" | "path" | "from" => Some(CelType::String),
+            "value" => return,
+            _ => None,
+        };
+        let fits = expected
+            .as_ref()
+            .is_some_and(|expected| provided.assignable(expected));
+        if fits || !provided.printable() || provided.is_error() {
+            return;
+        }
+        let expected = expected
+            .map(|t| CheckerName(&t).to_string())
+            .unwrap_or_default();
+        self.report(
+            id,
+            format!(
+                "expected type of field '{field}' is '{expected}' but provided type is '{}'",
+                CheckerName(provided)
+            ),
+        );
+    }
+
     fn in_scope(&self, name: &str) -> bool {
         self.scope.iter().any(|(n, _)| n == name) || self.declared.iter().any(|(n, _)| *n == name)
     }
@@ -719,7 +745,10 @@ impl Checker<'_> {
                             self.expr(&e.value);
                         }
                         EntryExpr::StructField(f) => {
-                            self.expr(&f.value);
+                            let provided = self.expr(&f.value);
+                            if s.type_name == "JSONPatch" {
+                                self.json_patch_field(entry.id, &f.field, &provided);
+                            }
                         }
                     }
                 }
