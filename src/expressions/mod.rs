@@ -21,6 +21,7 @@
 //! iterated, nested ones multiplied) and 1 s of evaluation time.
 
 mod activation;
+mod ast_walk;
 mod check;
 mod compiled;
 mod convert;
@@ -477,62 +478,22 @@ impl CelEnvironment {
 /// (no quotes or backslashes, so that it can be written back as a literal): the argument's
 /// node, the function, the text.
 fn constant_calls<'e>(expr: &'e cel::IdedExpr, calls: &mut Vec<(u64, &'static str, &'e str)>) {
-    use cel::common::ast::{EntryExpr, Expr, LiteralValue};
-    match &expr.expr {
-        Expr::Call(call) => {
-            let function = match (call.func_name.as_str(), call.target.is_some()) {
-                ("timestamp", false) => Some("timestamp"),
-                ("duration", false) => Some("duration"),
-                ("matches", true) => Some("matches"),
-                _ => None,
-            };
-            if let (Some(function), [argument]) = (function, call.args.as_slice())
-                && let Expr::Literal(LiteralValue::String(text)) = &argument.expr
-                && !text.contains(['\'', '"', '\\', '\n', '\r'])
-            {
-                calls.push((argument.id, function, text.as_ref()));
-            }
-            if let Some(target) = &call.target {
-                constant_calls(target, calls);
-            }
-            for argument in &call.args {
-                constant_calls(argument, calls);
-            }
+    use cel::common::ast::{Expr, LiteralValue};
+    if let Expr::Call(call) = &expr.expr {
+        let function = match (call.func_name.as_str(), call.target.is_some()) {
+            ("timestamp", false) => Some("timestamp"),
+            ("duration", false) => Some("duration"),
+            ("matches", true) => Some("matches"),
+            _ => None,
+        };
+        if let (Some(function), [argument]) = (function, call.args.as_slice())
+            && let Expr::Literal(LiteralValue::String(text)) = &argument.expr
+            && !text.contains(['\'', '"', '\\', '\n', '\r'])
+        {
+            calls.push((argument.id, function, text.as_ref()));
         }
-        Expr::Select(select) => constant_calls(&select.operand, calls),
-        Expr::List(list) => list.elements.iter().for_each(|e| constant_calls(e, calls)),
-        Expr::Map(map) => {
-            for entry in &map.entries {
-                match &entry.expr {
-                    EntryExpr::MapEntry(e) => {
-                        constant_calls(&e.key, calls);
-                        constant_calls(&e.value, calls);
-                    }
-                    EntryExpr::StructField(f) => constant_calls(&f.value, calls),
-                }
-            }
-        }
-        Expr::Struct(s) => {
-            for entry in &s.entries {
-                match &entry.expr {
-                    EntryExpr::MapEntry(e) => constant_calls(&e.value, calls),
-                    EntryExpr::StructField(f) => constant_calls(&f.value, calls),
-                }
-            }
-        }
-        Expr::Comprehension(c) => {
-            for e in [
-                &c.iter_range,
-                &c.accu_init,
-                &c.loop_cond,
-                &c.loop_step,
-                &c.result,
-            ] {
-                constant_calls(e, calls);
-            }
-        }
-        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
     }
+    ast_walk::visit_children(expr, &mut |child| constant_calls(child, calls));
 }
 
 fn too_deep(depth: usize, max_depth: usize) -> String {
