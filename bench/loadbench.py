@@ -677,6 +677,25 @@ def run(args, workdir):
     return 0
 
 
+def alternating_rounds(oha, servers, bodies, rounds):
+    """Warms every server up on every body (a tenth of its requests), then runs `rounds` rounds
+    of c=16 in which each server takes its turn on each body, so that the machine's drift falls
+    on all. `bodies` maps a name to (review file, requests per run); returns the oha results by
+    (server name, body name)."""
+    runs = {(server.name, name): [] for server in servers for name in bodies}
+    for path, n in bodies.values():
+        for server in servers:
+            oha.run(server, "/validate", path, max(256, n // 10), 16)
+    for _ in range(rounds):
+        for name, (path, n) in bodies.items():
+            for server in servers:
+                r = oha.run(server, "/validate", path, n, 16)
+                runs[(server.name, name)].append(r)
+                log(f"{server.name} {name} c=16: {r['rps']:.0f} req/s, "
+                    f"{r['cpu_per_1000']:.4f} CPU s / 1000, failed {r['failed']}")
+    return runs
+
+
 def small_pod(args, oha, workdir, certs, scale):
     """The floor and Pod Security restricted + four CEL validations on a small Pod: both servers
     run side by side and take turns, SMALL_POD_ROUNDS rounds of c=16 each, so that the machine's
@@ -688,15 +707,8 @@ def small_pod(args, oha, workdir, certs, scale):
     for server in servers:
         RUNNING.append(server.start())
     n = max(1000, int(20000 * scale))
-    runs = {server.name: [] for server in servers}
-    for server in servers:
-        oha.run(server, "/validate", SMALL_POD_BODY, max(256, n // 10), 16)
-    for _ in range(SMALL_POD_ROUNDS):
-        for server in servers:
-            r = oha.run(server, "/validate", SMALL_POD_BODY, n, 16)
-            runs[server.name].append(r)
-            log(f"{server.name} small pod c=16: {r['rps']:.0f} req/s, "
-                f"{r['cpu_per_1000']:.4f} CPU s / 1000, failed {r['failed']}")
+    by_body = alternating_rounds(oha, servers, {"small pod": (SMALL_POD_BODY, n)}, SMALL_POD_ROUNDS)
+    runs = {name: rs for (name, _), rs in by_body.items()}
     for server in servers:
         server.stop()
         RUNNING.remove(server)
@@ -745,18 +757,9 @@ def rounds(args, oha, workdir, certs, scale):
         servers.append(go_peer(args.go_webhook, workdir, certs))
     for server in servers:
         RUNNING.append(server.start())
-    runs = {(server.name, body): [] for server in servers for body in ROUND_REQUESTS}
     counts = {body: max(1000, int(n * scale)) for body, n in ROUND_REQUESTS.items()}
-    for body, n in counts.items():
-        for server in servers:
-            oha.run(server, "/validate", BODIES[body], max(256, n // 10), 16)
-    for _ in range(ROUNDS):
-        for body, n in counts.items():
-            for server in servers:
-                r = oha.run(server, "/validate", BODIES[body], n, 16)
-                runs[(server.name, body)].append(r)
-                log(f"{server.name} {body} c=16: {r['rps']:.0f} req/s, "
-                    f"{r['cpu_per_1000']:.4f} CPU s / 1000, failed {r['failed']}")
+    runs = alternating_rounds(oha, servers, {body: (BODIES[body], n) for body, n in counts.items()},
+                              ROUNDS)
     for server in servers:
         server.stop()
         RUNNING.remove(server)
