@@ -384,14 +384,38 @@ impl<'r> Grammar<'r> {
         *self.rng.pick(&ALL_TYPES)
     }
 
-    /// A list to range over, a fresh iteration variable, and a predicate over it.
-    fn comprehension(&mut self, depth: usize) -> (String, String, String) {
-        let (list, elem) = match (self.kind.containers(), self.rng.below(4)) {
+    /// A list to range over, and what its items are.
+    fn range(&mut self, depth: usize) -> (String, Elem) {
+        match (self.kind.containers(), self.rng.below(4)) {
             (Some(path), 0 | 1) => (path.to_owned(), Elem::Container),
             (_, 2) if self.kind == Kind::Service => ("object.spec.ports".to_owned(), Elem::Port),
             (_, 3) => (self.int_list(depth + 1), Elem::Int),
             _ => (self.str_list(depth + 1), Elem::Str),
+        }
+    }
+
+    /// A two-variable `all`, `exists` or `existsOne`: over a list's (index, item) pairs or a
+    /// map's (key, value) pairs, with a predicate over both.
+    fn two_variable_comprehension(&mut self, depth: usize) -> String {
+        let macro_name = *self.rng.pick(&["all", "exists", "existsOne"]);
+        let (range, first, second) = if self.rng.chance(50) {
+            let (list, elem) = self.range(depth);
+            (list, Elem::Int, elem)
+        } else {
+            (self.str_map(depth + 1), Elem::Str, Elem::Str)
         };
+        let index = self.fresh();
+        self.scope.push((index.clone(), first));
+        let name = self.fresh();
+        self.scope.push((name.clone(), second));
+        let body = self.bool(depth + 1);
+        self.scope.truncate(self.scope.len() - 2);
+        format!("{range}.{macro_name}({index}, {name}, {body})")
+    }
+
+    /// A list to range over, a fresh iteration variable, and a predicate over it.
+    fn comprehension(&mut self, depth: usize) -> (String, String, String) {
+        let (list, elem) = self.range(depth);
         let name = self.fresh();
         self.scope.push((name.clone(), elem));
         let body = self.bool(depth + 1);
@@ -462,6 +486,7 @@ impl<'r> Grammar<'r> {
                     format!("{s} in {list}")
                 }
             }
+            12..=16 if self.rng.chance(25) => self.two_variable_comprehension(depth),
             12..=16 => {
                 let macro_name = self
                     .rng
