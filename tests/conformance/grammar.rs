@@ -413,6 +413,38 @@ impl<'r> Grammar<'r> {
         format!("{range}.{macro_name}({index}, {name}, {body})")
     }
 
+    /// A `transformList` of a list's (index, item) pairs into strings, with a filter or not.
+    fn transform_list(&mut self, depth: usize) -> String {
+        let (list, elem) = self.range(depth);
+        let index = self.fresh();
+        self.scope.push((index.clone(), Elem::Int));
+        let name = self.fresh();
+        self.scope.push((name.clone(), elem));
+        let filter = if self.rng.chance(40) {
+            Some(self.bool(depth + 1))
+        } else {
+            None
+        };
+        let body = self.string(depth + 1);
+        self.scope.truncate(self.scope.len() - 2);
+        match filter {
+            Some(filter) => format!("{list}.transformList({index}, {name}, {filter}, {body})"),
+            None => format!("{list}.transformList({index}, {name}, {body})"),
+        }
+    }
+
+    /// A `transformMap` of a map of strings' (key, value) pairs into strings.
+    fn transform_map(&mut self, depth: usize) -> String {
+        let map = self.str_map(depth + 1);
+        let key = self.fresh();
+        self.scope.push((key.clone(), Elem::Str));
+        let value = self.fresh();
+        self.scope.push((value.clone(), Elem::Str));
+        let body = self.string(depth + 1);
+        self.scope.truncate(self.scope.len() - 2);
+        format!("{map}.transformMap({key}, {value}, {body})")
+    }
+
     /// A list to range over, a fresh iteration variable, and a predicate over it.
     fn comprehension(&mut self, depth: usize) -> (String, String, String) {
         let (list, elem) = self.range(depth);
@@ -931,6 +963,7 @@ impl<'r> Grammar<'r> {
                 self.string(depth + 1),
                 self.string(depth + 1)
             ),
+            5 if self.rng.chance(30) => self.transform_list(depth),
             5 => {
                 let (list, name, body) = self.comprehension(depth);
                 if list == "object.spec.ports" {
@@ -995,6 +1028,7 @@ impl<'r> Grammar<'r> {
                 "{{'team': string({}), 'app': 'web'}}",
                 self.string(depth + 1)
             ),
+            5 if depth < 3 && self.rng.chance(40) => self.transform_map(depth),
             _ => match self.kind {
                 Kind::ConfigMap => "object.?data.orValue({})".to_owned(),
                 Kind::Deployment => "object.spec.template.metadata.labels".to_owned(),
