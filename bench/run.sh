@@ -78,7 +78,7 @@ else
 fi
 
 NOTES+=(--note "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), $(uname -r), load average before the run: $(cut -d' ' -f1-3 /proc/loadavg); oha $("$OHA" --version | awk '{print $2}') runs on the same cores; $("$PORTCULLIS" --version); date $(date -u +%FT%TZ).")
-NOTES+=(--note "Portcullis runs with its defaults (one info log line per decision, to a file); the Go peer logs nothing.")
+NOTES+=(--note "Portcullis runs with its defaults (one info log line per decision, to a file; requests no rule wants at debug, not written); the Go peer logs nothing.")
 
 EXTRA_ARGS=()
 [[ -n "${BENCH_BASELINE_BIN:-}" ]] && EXTRA_ARGS+=(--baseline "$BENCH_BASELINE_BIN")

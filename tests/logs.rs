@@ -91,3 +91,53 @@ async fn no_object_contents_in_logs() {
         }
     }
 }
+
+/// A decision line is `info` for a request some rule wanted and `debug` for one no rule
+/// wants (allowed unchanged without decoding its objects); both carry the request's uid.
+#[tokio::test]
+async fn requests_no_rule_wants_are_logged_at_debug() {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_writer(captured.clone())
+        .with_ansi(false)
+        .json()
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let router = webhook_router(AppState::new(Engine::builtin(), RequestSettings::default()));
+    let mut uids = Vec::new();
+    for fixture in [
+        "reviews/pod-create-compliant.json",
+        "reviews/configmap-delete.json",
+    ] {
+        let body = read_fixture(fixture);
+        let review: Value = serde_json::from_slice(&body).unwrap();
+        uids.push(review["request"]["uid"].as_str().unwrap().to_owned());
+        let response = router
+            .clone()
+            .oneshot(post_json("/validate", body))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let decisions: Vec<(String, String)> = logs
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|event| event["fields"]["message"] == "admission decision")
+        .map(|event| {
+            (
+                event["fields"]["uid"].as_str().unwrap().to_owned(),
+                event["level"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            (uids[0].clone(), "INFO".to_owned()),
+            (uids[1].clone(), "DEBUG".to_owned())
+        ],
+        "{logs}"
+    );
+}

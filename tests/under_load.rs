@@ -179,7 +179,9 @@ impl ServerProcess {
         let mut child = Command::new(env!("CARGO_BIN_EXE_portcullis"))
             .args(["serve", "--listen", "127.0.0.1:0", "--admin-listen"])
             .args(["127.0.0.1:0", "--no-cluster", "--log-format", "json"])
-            .args(["--log-level", "info", "--shutdown-grace"])
+            // Requests no rule wants are logged at `debug`; every decision counts here.
+            .args(["--log-level", "info,portcullis::server::handlers=debug"])
+            .arg("--shutdown-grace")
             .arg(format!("{}s", GRACE.as_secs()))
             .arg("--drain-delay")
             .arg(format!("{}ms", DRAIN.as_millis()))

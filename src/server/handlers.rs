@@ -83,6 +83,7 @@ fn guarded(
                 response: decision.to_response(uid),
                 violations: decision.violations.len(),
                 patch_operations: decision.patch.as_ref().map_or(0, Vec::len),
+                wanted: true,
             }
         }
         Ok(Err(error)) => {
@@ -102,12 +103,17 @@ struct Decided {
     response: AdmissionResponse,
     violations: usize,
     patch_operations: usize,
+    /// False for a request no rule wants: nothing was evaluated, and its log line is `debug`.
+    wanted: bool,
 }
 
 impl Decided {
     /// The answer to a request no rule wants: allowed, unchanged.
     fn unwanted(uid: &str) -> Self {
-        Decided::failed(Decision::default().to_response(uid))
+        Decided {
+            wanted: false,
+            ..Decided::failed(Decision::default().to_response(uid))
+        }
     }
 
     /// An answer without a decision's counts (an evaluation that failed).
@@ -116,6 +122,7 @@ impl Decided {
             response,
             violations: 0,
             patch_operations: 0,
+            wanted: true,
         }
     }
 }
@@ -273,25 +280,38 @@ async fn admit(state: Arc<AppState>, raw: RawReviewBody, endpoint: Endpoint) -> 
         response,
         violations,
         patch_operations,
+        wanted,
     } = decided;
     let code = response.status.as_ref().map_or(200, |status| status.code);
-    tracing::info!(
-        uid = %request.uid,
-        endpoint = endpoint.name(),
-        kind = %request.kind.kind,
-        namespace = request.namespace.as_deref().unwrap_or(""),
-        name = request.name.as_deref().unwrap_or(""),
-        operation = %request.operation,
-        user = %request.user_info.username,
-        dry_run = request.dry_run.unwrap_or(false),
-        allowed = response.allowed,
-        code,
-        violations,
-        patch_operations,
-        warnings = response.warnings.len(),
-        duration_us = started.elapsed().as_micros() as u64,
-        "admission decision"
-    );
+    // A request no rule wants carries no decision worth a line per request at `info` (a
+    // webhook registered for every resource sees them all); it is counted like any other.
+    macro_rules! decision_line {
+        ($level:expr) => {
+            tracing::event!(
+                $level,
+                uid = %request.uid,
+                endpoint = endpoint.name(),
+                kind = %request.kind.kind,
+                namespace = request.namespace.as_deref().unwrap_or(""),
+                name = request.name.as_deref().unwrap_or(""),
+                operation = %request.operation,
+                user = %request.user_info.username,
+                dry_run = request.dry_run.unwrap_or(false),
+                allowed = response.allowed,
+                code,
+                violations,
+                patch_operations,
+                warnings = response.warnings.len(),
+                duration_us = started.elapsed().as_micros() as u64,
+                "admission decision"
+            )
+        };
+    }
+    if wanted {
+        decision_line!(tracing::Level::INFO);
+    } else {
+        decision_line!(tracing::Level::DEBUG);
+    }
     // The observe layer counts every other answer; this one carries the decision.
     state.metrics.record_request(
         endpoint_label(endpoint),
@@ -331,8 +351,9 @@ mod tests {
                 response,
                 violations,
                 patch_operations,
+                wanted,
             } = guarded(&state, "u", || panic!("rule bug"));
-            assert_eq!((violations, patch_operations), (0, 0));
+            assert_eq!((violations, patch_operations, wanted), (0, 0, true));
             assert_eq!(response.uid, "u");
             match on_error {
                 OnError::Deny => {
