@@ -1,13 +1,15 @@
 //! `serve` decodes a request's objects only when `Engine::wants` says, from the envelope, that
-//! some rule may act on it. Here, for every policy set of the repository and every object of
-//! its fixtures under each operation, a request the engine does not want must be one that
-//! `Engine::evaluate` (given the objects) allows unchanged, with nothing to report; and the
-//! envelope-first parse must give the request the full parse gives, without its objects.
+//! some rule may act on it, and an UPDATE's `oldObject` only when one of those rules may read
+//! it (`Engine::wanted_objects`). Here, for every policy set of the repository and every
+//! object of its fixtures under each operation, a request the engine does not want must be one
+//! that `Engine::evaluate` (given the objects) allows unchanged, with nothing to report; an
+//! UPDATE whose `oldObject` is not wanted must be decided alike without it; and the
+//! envelope-first parse must give the request the full parse gives, without what it skipped.
 
 use std::path::PathBuf;
 
-use portcullis::admission::{AdmissionRequest, parse_review, parse_review_for};
-use portcullis::engine::{Endpoint, Engine, EvalContext};
+use portcullis::admission::{AdmissionRequest, WantedObjects, parse_review, parse_review_for};
+use portcullis::engine::{Decision, Endpoint, Engine, EvalContext};
 use serde_json::{Value, json};
 
 fn root(path: &str) -> PathBuf {
@@ -54,6 +56,11 @@ fn engines() -> Vec<(String, Engine)> {
         }
     }
     assert!(loaded_alone >= 10, "only {loaded_alone} fixtures loaded");
+    // Rules that read an UPDATE's oldObject, one way per file.
+    for file in files("tests/fixtures/admission_policies/old-object", "yaml") {
+        let engine = Engine::load(std::slice::from_ref(&file)).unwrap();
+        engines.push((file.display().to_string(), engine));
+    }
     engines
 }
 
@@ -186,8 +193,9 @@ fn what_an_engine_does_not_want_it_allows_unchanged() {
             for endpoint in [Endpoint::Validate, Endpoint::Mutate] {
                 let envelope = without_objects(&full.request);
                 let wants = engine.wants(&envelope, endpoint);
-                let read = parse_review_for(body, &|request| engine.wants(request, endpoint))
-                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                let read =
+                    parse_review_for(body, &|request| engine.wanted_objects(request, endpoint))
+                        .unwrap_or_else(|e| panic!("{name}: {e}"));
                 let has_objects =
                     full.request.object.is_some() || full.request.old_object.is_some();
                 // Skipped only when not wanted; in the apiserver's order, always then.
@@ -199,7 +207,7 @@ fn what_an_engine_does_not_want_it_allows_unchanged() {
                         "{policies} / {name} / {endpoint:?}"
                     );
                 }
-                if !read.objects_skipped {
+                if !read.objects_skipped && !read.old_object_skipped {
                     assert_eq!(
                         serde_json::to_value(&read.request).unwrap(),
                         serde_json::to_value(&full.request).unwrap(),
@@ -256,9 +264,11 @@ fn a_field_after_a_skipped_object_that_changes_the_answer_reads_the_body_again()
             "kind":{{"version":"v1","kind":"Pod"}}}}}}"#
     );
     // A duplicate field is refused whichever order it comes in.
-    let error = parse_review_for(body.as_bytes(), &|r| engine.wants(r, Endpoint::Validate))
-        .unwrap_err()
-        .to_string();
+    let error = parse_review_for(body.as_bytes(), &|r| {
+        engine.wanted_objects(r, Endpoint::Validate)
+    })
+    .unwrap_err()
+    .to_string();
     assert!(error.contains("duplicate field `kind`"), "{error}");
 
     let late_resource = format!(
@@ -268,7 +278,7 @@ fn a_field_after_a_skipped_object_that_changes_the_answer_reads_the_body_again()
             "resource":{{"version":"v1","resource":"pods"}}}}}}"#
     );
     let read = parse_review_for(late_resource.as_bytes(), &|r| {
-        engine.wants(r, Endpoint::Validate)
+        engine.wanted_objects(r, Endpoint::Validate)
     })
     .unwrap();
     assert!(!read.objects_skipped);
@@ -286,7 +296,7 @@ fn a_field_after_a_skipped_object_that_changes_the_answer_reads_the_body_again()
             "userInfo":{{}},"object":{object}}}}}"#
     );
     let read = parse_review_for(mismatched.as_bytes(), &|r| {
-        engine.wants(r, Endpoint::Validate)
+        engine.wanted_objects(r, Endpoint::Validate)
     })
     .unwrap();
     assert!(!read.objects_skipped);
@@ -299,8 +309,149 @@ fn a_field_after_a_skipped_object_that_changes_the_answer_reads_the_body_again()
     );
     let matching = mismatched.replace(r#""kind":"Pod""#, r#""kind":"ConfigMap""#);
     let read = parse_review_for(matching.as_bytes(), &|r| {
-        engine.wants(r, Endpoint::Validate)
+        engine.wanted_objects(r, Endpoint::Validate)
     })
     .unwrap();
     assert!(read.objects_skipped);
+}
+
+/// `object` with `metadata.labels` set to `labels` (removed when null).
+fn labelled(object: &Value, labels: Value) -> Value {
+    let mut object = object.clone();
+    if let Some(metadata) = object["metadata"].as_object_mut() {
+        match labels {
+            Value::Null => metadata.remove("labels"),
+            labels => metadata.insert("labels".to_owned(), labels),
+        };
+    }
+    object
+}
+
+/// UPDATEs of `object` with old objects a rule reading `oldObject` would see differently: the
+/// same object; an old one whose labels alone match selectors (`frozen`, and the object's
+/// own); an old one with its spec changed (replicas, a container's image) and no labels.
+fn updates_of(object: &Value) -> Vec<(&'static str, Value, Value)> {
+    let mut old_labels = object["metadata"]["labels"].clone();
+    if !old_labels.is_object() {
+        old_labels = json!({});
+    }
+    old_labels["frozen"] = json!("true");
+    let mut changed = labelled(object, Value::Null);
+    if let Some(spec) = changed["spec"].as_object_mut() {
+        spec.insert("replicas".to_owned(), json!(7));
+        if let Some(container) = spec
+            .get_mut("containers")
+            .and_then(|c| c.get_mut(0))
+            .and_then(Value::as_object_mut)
+        {
+            container.insert("image".to_owned(), json!("registry.example/old:1"));
+            container.insert("securityContext".to_owned(), json!({"privileged": true}));
+        }
+    }
+    vec![
+        ("the same old object", object.clone(), object.clone()),
+        (
+            "only the old object labelled",
+            labelled(object, Value::Null),
+            labelled(object, old_labels),
+        ),
+        ("an old object with another spec", object.clone(), changed),
+    ]
+}
+
+/// The decision (timings aside) with the per-policy outcomes the metrics count, or the error.
+fn decided(
+    engine: &Engine,
+    request: &AdmissionRequest,
+    endpoint: Endpoint,
+) -> Result<(Decision, String), String> {
+    match engine.evaluate(request, &EvalContext::new(endpoint)) {
+        Ok(decision) => {
+            let outcomes = format!("{:?}", decision.outcomes);
+            Ok((decision, outcomes))
+        }
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+#[test]
+fn an_old_object_no_rule_reads_is_not_decoded_and_not_missed() {
+    let engines = engines();
+    let mut bodies = Vec::new();
+    for folder in [
+        "tests/fixtures/policies/objects",
+        "tests/fixtures/admission_policies/objects",
+    ] {
+        for file in files(folder, "yaml") {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let object: Value = serde_norway::from_str(&text).unwrap();
+            for (how, new, old) in updates_of(&object) {
+                let mut fields = request_of(&new, "UPDATE", "jane@example.com");
+                fields.retain(|(field, _)| *field != "oldObject");
+                fields.push(("oldObject", old));
+                let name = format!("{}, {how}", file.display());
+                bodies.push((name.clone(), review_in_order(&fields), true));
+                fields.sort_by_key(|(field, _)| *field);
+                bodies.push((
+                    format!("{name}, fields sorted"),
+                    review_in_order(&fields),
+                    false,
+                ));
+            }
+        }
+    }
+    let (mut object_only, mut both) = (0, 0);
+    let mut differed_without_old = 0;
+    for (policies, engine) in &engines {
+        for (name, body, apiserver_order) in &bodies {
+            let full = parse_review(body).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let without_old = AdmissionRequest {
+                old_object: None,
+                ..full.request.clone()
+            };
+            for endpoint in [Endpoint::Validate, Endpoint::Mutate] {
+                let wanted = engine.wanted_objects(&without_objects(&full.request), endpoint);
+                let read = parse_review_for(body, &|r| engine.wanted_objects(r, endpoint))
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                let case = format!("{policies} / {name} / {endpoint:?}");
+                let decided_whole = decided(engine, &full.request, endpoint);
+                if decided_whole != decided(engine, &without_old, endpoint) {
+                    differed_without_old += 1;
+                }
+                match wanted {
+                    WantedObjects::Neither => {}
+                    WantedObjects::Object => {
+                        object_only += 1;
+                        // Another order may be read whole again, when the envelope was not
+                        // complete at the objects.
+                        if *apiserver_order || read.old_object_skipped {
+                            assert_eq!(read.request.old_object, None, "{case}");
+                            assert!(read.old_object_skipped, "{case}");
+                        }
+                        assert_eq!(read.request.object, full.request.object, "{case}");
+                        assert_eq!(
+                            decided(engine, &read.request, endpoint),
+                            decided_whole,
+                            "{case}: no rule was to read oldObject, but it changed the decision"
+                        );
+                    }
+                    WantedObjects::Both => {
+                        both += 1;
+                        assert!(!read.objects_skipped && !read.old_object_skipped, "{case}");
+                        assert_eq!(
+                            serde_json::to_value(&read.request).unwrap(),
+                            serde_json::to_value(&full.request).unwrap(),
+                            "{case}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    // Both answers are exercised, and the old objects are ones some rules read.
+    assert!(
+        object_only >= 100 && both >= 50 && differed_without_old >= 20,
+        "{object_only} with the object alone, {both} with both, \
+         {differed_without_old} decided otherwise without oldObject"
+    );
 }

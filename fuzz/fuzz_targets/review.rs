@@ -3,8 +3,8 @@
 //!
 //! Must never panic (libFuzzer aborts on any panic, even one the server would catch), and the
 //! answer must be 200 with an AdmissionReview or a 4xx with a JSON `Status`: never a 5xx. The
-//! envelope-first parse that skips the objects must fail with the same error as the whole
-//! parse, or give the same request without its objects.
+//! envelope-first parse that skips the objects (or the `oldObject` alone) must fail with the
+//! same error as the whole parse, or give the same request without what it skipped.
 #![no_main]
 
 use std::sync::LazyLock;
@@ -14,7 +14,7 @@ use axum::body::Body;
 use axum::http::Request;
 use http_body_util::BodyExt;
 use libfuzzer_sys::fuzz_target;
-use portcullis::admission::{AdmissionRequest, parse_review, parse_review_for};
+use portcullis::admission::{AdmissionRequest, WantedObjects, parse_review, parse_review_for};
 use portcullis::engine::Engine;
 use portcullis::server::{AppState, RequestSettings, webhook_router};
 use serde_json::Value;
@@ -32,30 +32,37 @@ static STATE: LazyLock<AppState> =
 
 static ROUTER: LazyLock<Router> = LazyLock::new(|| webhook_router(STATE.clone()));
 
-/// The request as the envelope-first parse gives it when it skips the objects.
-fn without_objects(request: &AdmissionRequest) -> Value {
+/// The request as the envelope-first parse gives it when it skips `fields`.
+fn without(request: &AdmissionRequest, fields: &[&str]) -> Value {
     let mut value = serde_json::to_value(request).unwrap();
-    if let Some(fields) = value.as_object_mut() {
-        fields.remove("object");
-        fields.remove("oldObject");
+    if let Some(members) = value.as_object_mut() {
+        for field in fields {
+            members.remove(*field);
+        }
     }
     value
 }
 
 fuzz_target!(|data: &[u8]| {
     let whole = parse_review(data);
-    let skipping = parse_review_for(data, &|_| false);
-    match (&whole, &skipping) {
-        (Ok(whole), Ok(skipping)) if skipping.objects_skipped => assert_eq!(
-            without_objects(&whole.request),
-            serde_json::to_value(&skipping.request).unwrap()
-        ),
-        (Ok(whole), Ok(skipping)) => assert_eq!(
-            serde_json::to_value(&whole.request).unwrap(),
-            serde_json::to_value(&skipping.request).unwrap()
-        ),
-        (Err(whole), Err(skipping)) => assert_eq!(whole.to_string(), skipping.to_string()),
-        (whole, skipping) => panic!("whole parse {whole:?}, envelope first {skipping:?}"),
+    for wanted in [WantedObjects::Neither, WantedObjects::Object] {
+        let skipping = parse_review_for(data, &|_| wanted);
+        match (&whole, &skipping) {
+            (Ok(whole), Ok(skipping)) if skipping.objects_skipped => assert_eq!(
+                without(&whole.request, &["object", "oldObject"]),
+                serde_json::to_value(&skipping.request).unwrap()
+            ),
+            (Ok(whole), Ok(skipping)) if skipping.old_object_skipped => assert_eq!(
+                without(&whole.request, &["oldObject"]),
+                serde_json::to_value(&skipping.request).unwrap()
+            ),
+            (Ok(whole), Ok(skipping)) => assert_eq!(
+                serde_json::to_value(&whole.request).unwrap(),
+                serde_json::to_value(&skipping.request).unwrap()
+            ),
+            (Err(whole), Err(skipping)) => assert_eq!(whole.to_string(), skipping.to_string()),
+            (whole, skipping) => panic!("whole parse {whole:?}, envelope first {skipping:?}"),
+        }
     }
     for path in ["/validate", "/mutate"] {
         let request = Request::post(path)

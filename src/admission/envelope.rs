@@ -1,6 +1,7 @@
 //! The review read in one pass, envelope first: `object` and `oldObject` are decoded into JSON
 //! values only when the request's envelope (kind, resource, operation, namespace, user …), as
-//! read before them, is one that something wants.
+//! read before them, is one that something wants, and `oldObject` only when something may
+//! read it.
 //!
 //! The apiserver writes the request's fields in the order of its Go struct, every envelope
 //! field before `object`. A body in another order is still read right: when a field that
@@ -12,13 +13,19 @@ use serde::Deserializer;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use super::request::{AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation};
+use super::request::{
+    AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation, WantedObjects,
+};
 
-/// What the parse of a review's `request` gave: the request, and whether its objects were
-/// skipped (present, but not decoded: `object` and `oldObject` are `None`).
+/// What the parse of a review's `request` gave: the request, what was wanted of its objects
+/// when they were reached, and which were skipped (present, but not decoded: `None`).
 pub(super) struct ReadRequest {
     pub request: AdmissionRequest,
-    pub objects_skipped: bool,
+    /// The answer of `wants` at the first of `object` and `oldObject` (`Both` when neither
+    /// was there).
+    pub wanted: WantedObjects,
+    /// Whether a non-null `object` (`.0`) or `oldObject` (`.1`) was skipped.
+    pub skipped: (bool, bool),
     /// Whether a skipped `object` (`.0`) or `oldObject` (`.1`) is neither a JSON object nor
     /// null.
     pub not_an_object: (bool, bool),
@@ -27,9 +34,9 @@ pub(super) struct ReadRequest {
 }
 
 /// Reads a `request` map, asking `wants` (with the envelope read so far, objects absent) at
-/// the first of `object` and `oldObject` whether to decode them.
+/// the first of `object` and `oldObject` which of them to decode.
 pub(super) struct RequestSeed<'w> {
-    pub wants: &'w dyn Fn(&AdmissionRequest) -> bool,
+    pub wants: &'w dyn Fn(&AdmissionRequest) -> WantedObjects,
 }
 
 /// Each field of the request, as a bit of [`RequestVisitor`]'s record of what it has read.
@@ -107,7 +114,7 @@ impl<'de> Visitor<'de> for OptionalRequest<'_> {
 }
 
 struct RequestVisitor<'w> {
-    wants: &'w dyn Fn(&AdmissionRequest) -> bool,
+    wants: &'w dyn Fn(&AdmissionRequest) -> WantedObjects,
 }
 
 impl<'de> Visitor<'de> for RequestVisitor<'_> {
@@ -138,8 +145,8 @@ impl<'de> Visitor<'de> for RequestVisitor<'_> {
         };
         let mut seen = 0u16;
         // Decided at the first of `object` and `oldObject`, from the envelope read before it.
-        let mut skip_objects: Option<bool> = None;
-        let mut skipped_any = false;
+        let mut wanted: Option<WantedObjects> = None;
+        let mut skipped = (false, false);
         let mut not_an_object = (false, false);
         let mut skipped_types = Vec::new();
         while let Some(key) = map.next_key::<FieldName>()? {
@@ -164,17 +171,25 @@ impl<'de> Visitor<'de> for RequestVisitor<'_> {
                 OPERATION => request.operation = map.next_value()?,
                 USER_INFO => request.user_info = map.next_value()?,
                 OBJECT | OLD_OBJECT => {
-                    let skip = *skip_objects.get_or_insert_with(|| !(self.wants)(&request));
-                    let slot = if bit == OBJECT {
-                        &mut request.object
+                    let wanted = *wanted.get_or_insert_with(|| (self.wants)(&request));
+                    let (slot, skip, was_skipped) = if bit == OBJECT {
+                        (
+                            &mut request.object,
+                            wanted == WantedObjects::Neither,
+                            &mut skipped.0,
+                        )
                     } else {
-                        &mut request.old_object
+                        (
+                            &mut request.old_object,
+                            wanted != WantedObjects::Both,
+                            &mut skipped.1,
+                        )
                     };
                     if skip {
                         match map.next_value::<SkippedValue>()? {
                             SkippedValue::Null => {}
                             SkippedValue::Object(type_meta) => {
-                                skipped_any = true;
+                                *was_skipped = true;
                                 skipped_types.push(type_meta);
                             }
                             SkippedValue::Other if bit == OBJECT => not_an_object.0 = true,
@@ -200,7 +215,8 @@ impl<'de> Visitor<'de> for RequestVisitor<'_> {
         }
         Ok(ReadRequest {
             request,
-            objects_skipped: skipped_any,
+            wanted: wanted.unwrap_or(WantedObjects::Both),
+            skipped,
             not_an_object,
             skipped_types,
         })
@@ -442,7 +458,7 @@ pub(super) struct ReadReview {
 
 /// Reads the AdmissionReview map, its `request` with [`RequestSeed`].
 pub(super) struct ReviewSeed<'w> {
-    pub wants: &'w dyn Fn(&AdmissionRequest) -> bool,
+    pub wants: &'w dyn Fn(&AdmissionRequest) -> WantedObjects,
 }
 
 impl<'de> DeserializeSeed<'de> for ReviewSeed<'_> {

@@ -12,6 +12,6 @@ mod response;
 
 pub use request::{
     AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation, ParsedReview, ReviewError,
-    ReviewVersion, UserInfo, parse_review, parse_review_for,
+    ReviewVersion, UserInfo, WantedObjects, parse_review, parse_review_for,
 };
 pub use response::{AdmissionResponse, ResponseStatus, encode_review};

@@ -72,21 +72,38 @@ pub struct ParsedReview {
     /// True when the body had an `object` or `oldObject` that was not decoded because nothing
     /// wanted the request ([`parse_review_for`]); the request then has neither.
     pub objects_skipped: bool,
+    /// True when the body had an `oldObject` that was not decoded because no rule that wants
+    /// the request reads it ([`WantedObjects::Object`]); the request then has none.
+    pub old_object_skipped: bool,
+}
+
+/// Which of a request's objects the rules that may act on it need, judged from its envelope.
+/// Ordered: each wants more than the one before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum WantedObjects {
+    /// No rule may act on the request: it is allowed unchanged, neither object is decoded.
+    Neither,
+    /// Rules may act on the request, but none reads `oldObject`: only `object` is decoded.
+    Object,
+    /// Both objects are decoded.
+    Both,
 }
 
 /// Parses an AdmissionReview body. serde_json's recursion limit (128 levels) bounds nesting,
 /// so a deeply nested body is an error, never a stack overflow.
 pub fn parse_review(body: &[u8]) -> Result<ParsedReview, ReviewError> {
-    parse_review_for(body, &|_| true)
+    parse_review_for(body, &|_| WantedObjects::Both)
 }
 
 /// Parses an AdmissionReview body as [`parse_review`] does, in one pass that decodes `object`
-/// and `oldObject` only when `wants` answers true for the request's envelope (the request
-/// with both absent). When it answers false they are checked as JSON but not kept: the
-/// request has neither, and [`ParsedReview::objects_skipped`] is set. Errors are the same.
+/// and `oldObject` only as `wants` answers for the request's envelope (the request with both
+/// absent). An object not wanted is checked as JSON but not kept: with
+/// [`WantedObjects::Neither`] the request has neither object and
+/// [`ParsedReview::objects_skipped`] is set; with [`WantedObjects::Object`] it has no
+/// `oldObject` and [`ParsedReview::old_object_skipped`] is set. Errors are the same.
 pub fn parse_review_for(
     body: &[u8],
-    wants: &dyn Fn(&AdmissionRequest) -> bool,
+    wants: &dyn Fn(&AdmissionRequest) -> WantedObjects,
 ) -> Result<ParsedReview, ReviewError> {
     // An envelope is only ever an object; say so before serde names what it expected.
     match body.iter().find(|b| !b.is_ascii_whitespace()) {
@@ -120,7 +137,8 @@ pub fn parse_review_for(
         .ok_or(ReviewError::UnsupportedVersion(read.api_version))?;
     let ReadRequest {
         request,
-        objects_skipped,
+        wanted,
+        skipped,
         not_an_object,
         skipped_types,
     } = read.request.ok_or(ReviewError::MissingRequest)?;
@@ -136,10 +154,10 @@ pub fn parse_review_for(
         }
     }
     // Read whole after all: a field written after a skipped object (not the apiserver's order)
-    // changed the answer, or a skipped object is not of the request's kind (never sent by the
+    // asks for more, or a skipped object is not of the request's kind (never sent by the
     // apiserver; the engine answers that).
-    if objects_skipped
-        && (wants(&request)
+    if (skipped.0 || skipped.1)
+        && (wants(&request) > wanted
             || skipped_types.iter().any(|meta| {
                 matches!((&meta.api_version, &meta.kind), (Some(api_version), Some(kind))
                     if !request.kind.is_type_of(api_version, kind))
@@ -147,10 +165,12 @@ pub fn parse_review_for(
     {
         return parse_review(body);
     }
+    let objects_skipped = wanted == WantedObjects::Neither && (skipped.0 || skipped.1);
     Ok(ParsedReview {
         version,
         request,
         objects_skipped,
+        old_object_skipped: !objects_skipped && skipped.1,
     })
 }
 
@@ -463,7 +483,7 @@ mod tests {
 
     #[test]
     fn a_skipped_object_is_checked_as_a_decoded_one() {
-        let nothing = |_: &AdmissionRequest| false;
+        let nothing = |_: &AdmissionRequest| WantedObjects::Neither;
         let parsed = parse_review_for(review(MINIMAL).as_bytes(), &nothing).unwrap();
         assert!(parsed.objects_skipped);
         assert_eq!(parsed.request.object, None);

@@ -21,7 +21,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::admission::AdmissionRequest;
+use crate::admission::{AdmissionRequest, Operation, WantedObjects};
 use crate::authorization::AccessReviewer;
 use crate::patch::ObjectEditor;
 use cel_input::{AuthorizerBinding, CelInputCell};
@@ -281,6 +281,33 @@ impl Engine {
                 && !self.pod_security.is_empty()
                 && pod_security::PodSecurityAdmission::wants(request))
             || self.admission_policies.wants(request, endpoint)
+    }
+
+    /// Which of the request's objects `serve` decodes, from its envelope alone:
+    /// [`WantedObjects::Neither`] when no rule may act on it ([`Engine::wants`]);
+    /// [`WantedObjects::Object`] for an UPDATE that no rule which may act on it reads
+    /// `oldObject` of (an expression naming it, an object selector, which also matches the
+    /// old labels, or Pod Security on Pods and Namespaces, which compares them); otherwise
+    /// [`WantedObjects::Both`]. [`Engine::evaluate`] decides a request without its
+    /// `oldObject` as it decides it with it when the answer is `Object`.
+    pub fn wanted_objects(&self, request: &AdmissionRequest, endpoint: Endpoint) -> WantedObjects {
+        if !self.wants(request, endpoint) {
+            return WantedObjects::Neither;
+        }
+        let reads_old_object = request.operation != Operation::Update
+            || self
+                .policies
+                .iter()
+                .any(|policy| policy.reads_old_object(request, endpoint))
+            || (endpoint == Endpoint::Validate
+                && !self.pod_security.is_empty()
+                && pod_security::PodSecurityAdmission::reads_old_object(request))
+            || self.admission_policies.reads_old_object(request, endpoint);
+        if reads_old_object {
+            WantedObjects::Both
+        } else {
+            WantedObjects::Object
+        }
     }
 
     /// The paramKinds of bound admission policies with their bindings' paramRefs: what

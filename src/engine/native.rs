@@ -38,12 +38,16 @@ pub struct CompiledPolicy {
     matcher: Matcher,
     validations: Vec<NamedValidation>,
     defaults: Vec<NativeDefault>,
+    /// Whether a rule's expression names `oldObject` or the matcher has an object selector
+    /// (which matches an UPDATE on the old labels too).
+    reads_old_object: bool,
 }
 
 impl CompiledPolicy {
     /// Compiles a validated policy document: regexes, quantities and paths are parsed here.
     pub fn compile(policy: &Policy, source: &DocumentSource) -> Result<Self, PolicyError> {
         let spec = &policy.spec;
+        let mut reads_old_object = spec.match_.object_selector.is_some();
         let mut validations = Vec::new();
         for (i, rule) in spec.validate.iter().enumerate() {
             let field = |sub: &str, detail: String| {
@@ -71,6 +75,10 @@ impl CompiledPolicy {
                         })
                     })
                     .transpose()?;
+                reads_old_object |= [Some(&expression), message_expression.as_ref()]
+                    .into_iter()
+                    .flatten()
+                    .any(|expression| expression.uses("oldObject"));
                 validations.push(NamedValidation {
                     name: rule.name.clone(),
                     message: rule.message.clone(),
@@ -140,6 +148,7 @@ impl CompiledPolicy {
                         ),
                     )
                 })?;
+                reads_old_object |= expression.uses("oldObject");
                 defaults.push(NativeDefault::Cel(CelDefaultRule::new(expression)));
                 continue;
             } else {
@@ -157,6 +166,7 @@ impl CompiledPolicy {
             matcher: Matcher::new(&spec.match_, spec.pod_templates),
             validations,
             defaults,
+            reads_old_object,
         })
     }
 
@@ -178,6 +188,12 @@ impl CompiledPolicy {
             Endpoint::Mutate => !self.defaults.is_empty(),
         };
         has_rules && self.matcher.may_match(request)
+    }
+
+    /// Whether the policy may read `request`'s `oldObject` at `endpoint` (see
+    /// [`crate::engine::Engine::wanted_objects`]).
+    pub fn reads_old_object(&self, request: &AdmissionRequest, endpoint: Endpoint) -> bool {
+        self.reads_old_object && self.wants(request, endpoint)
     }
 
     /// Runs every validation rule when the policy matches; violations go where the policy's

@@ -7,7 +7,7 @@ use axum::http::header;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use super::{ApiError, AppState};
-use crate::admission::{AdmissionRequest, ParsedReview, parse_review_for};
+use crate::admission::{AdmissionRequest, ParsedReview, WantedObjects, parse_review_for};
 
 /// A POSTed AdmissionReview body, read but not yet parsed, with the deadline for answering it.
 ///
@@ -24,11 +24,11 @@ pub struct RawReviewBody {
 }
 
 impl RawReviewBody {
-    /// Parses the body, decoding its objects only when `wants` answers true for the request's
-    /// envelope ([`parse_review_for`]); 400 when it is not an AdmissionReview request.
+    /// Parses the body, decoding the objects `wants` asks for from the request's envelope
+    /// ([`parse_review_for`]); 400 when it is not an AdmissionReview request.
     pub fn parse(
         self,
-        wants: &dyn Fn(&AdmissionRequest) -> bool,
+        wants: &dyn Fn(&AdmissionRequest) -> WantedObjects,
     ) -> Result<AdmissionReviewBody, ApiError> {
         let review = parse_review_for(&self.bytes, wants)?;
         Ok(AdmissionReviewBody {

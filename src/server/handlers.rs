@@ -7,7 +7,7 @@ use axum::http::{Uri, header};
 use axum::response::{IntoResponse, Response};
 
 use super::{AdmissionReviewBody, ApiError, AppState, OnError, RawReviewBody};
-use crate::admission::{AdmissionRequest, AdmissionResponse, encode_review};
+use crate::admission::{AdmissionRequest, AdmissionResponse, WantedObjects, encode_review};
 use crate::engine::{Decision, Endpoint, Engine, EvalContext, EvalError};
 use crate::metrics::EndpointLabel;
 
@@ -230,8 +230,8 @@ async fn admit(state: Arc<AppState>, raw: RawReviewBody, endpoint: Endpoint) -> 
     // The objects are decoded only for a request some rule may act on; the same engine
     // decides it.
     let parsed = match &engine {
-        Some(engine) => raw.parse(&|request| engine.wants(request, endpoint)),
-        None => raw.parse(&|_| true),
+        Some(engine) => raw.parse(&|request| engine.wanted_objects(request, endpoint)),
+        None => raw.parse(&|_| WantedObjects::Both),
     };
     let body = match parsed {
         Ok(body) => body,

@@ -29,6 +29,7 @@ use crate::engine::{Decision, Endpoint, NamespaceLookup, ResourceRule};
 use crate::policy::admission_policy::{ParamKind, ParamRef};
 use crate::policy::{DocumentSource, PolicyError};
 use crate::schema::Schema;
+use binding::Bound;
 
 pub use crate::policy::AdmissionPolicyDocument;
 pub use mutating::{MutatedObject, typed_form, typed_form_of};
@@ -307,6 +308,25 @@ impl AdmissionPolicies {
             }),
             Endpoint::Mutate => self.mutating.iter().any(|policy| {
                 !policy.bindings.is_empty() && policy.core.constraints.matches_resource(request)
+            }),
+        }
+    }
+
+    /// Whether a bound policy that runs on `endpoint` and matches the request's resource and
+    /// operation may read its `oldObject` (see [`crate::engine::Engine::wanted_objects`]).
+    pub fn reads_old_object(&self, request: &AdmissionRequest, endpoint: Endpoint) -> bool {
+        match endpoint {
+            Endpoint::Validate => self.validating.iter().any(|policy| {
+                !policy.bindings.is_empty()
+                    && policy
+                        .core
+                        .reads_old_object(request, policy.bindings.iter().map(Bound::binding))
+            }),
+            Endpoint::Mutate => self.mutating.iter().any(|policy| {
+                !policy.bindings.is_empty()
+                    && policy
+                        .core
+                        .reads_old_object(request, policy.bindings.iter().map(Bound::binding))
             }),
         }
     }

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use super::binding::BindingCore;
 use super::field_validation::FieldErrors;
 use super::resource_match::ResourceMatcher;
 use super::variables::Variables;
@@ -82,6 +83,8 @@ pub(super) struct PolicyCore {
     /// Whether an expression of the policy uses `authorizer`, whose checks wait for the
     /// cluster's answer.
     pub(super) uses_authorizer: bool,
+    /// Whether an expression of the policy names `oldObject`.
+    pub(super) uses_old_object: bool,
 }
 
 impl PolicyCore {
@@ -162,6 +165,7 @@ impl PolicyCore {
             variables,
             nested_comprehensions: false,
             uses_authorizer: false,
+            uses_old_object: false,
         };
         let expressions: Vec<&Expression> = core
             .match_conditions
@@ -171,13 +175,15 @@ impl PolicyCore {
             .collect();
         core.nested_comprehensions = expressions.iter().any(|e| nests_comprehensions(e));
         core.uses_authorizer = expressions.iter().any(|e| e.uses("authorizer"));
+        core.uses_old_object = expressions.iter().any(|e| e.uses("oldObject"));
         Some(core)
     }
 
-    /// Notes whether one of the policy's other `expressions` nests comprehensions (such an
+    /// Notes whether one of the policy's `expressions` nests comprehensions (such an
     /// evaluation can take time that grows as a power of the object's list lengths) or uses
     /// `authorizer` (it waits for SubjectAccessReviews): either is run off the async workers
-    /// (see [`crate::engine::Engine::may_run_long`]).
+    /// (see [`crate::engine::Engine::may_run_long`]); and whether one names `oldObject` (see
+    /// [`crate::engine::Engine::wanted_objects`]).
     pub(super) fn note_nesting<'e>(
         &mut self,
         expressions: impl IntoIterator<Item = &'e Expression>,
@@ -185,6 +191,7 @@ impl PolicyCore {
         for expression in expressions {
             self.nested_comprehensions |= nests_comprehensions(expression);
             self.uses_authorizer |= expression.uses("authorizer");
+            self.uses_old_object |= expression.uses("oldObject");
         }
     }
 
@@ -192,6 +199,25 @@ impl PolicyCore {
     /// match the request's resource and operation.
     pub(super) fn may_run_long(&self, request: &AdmissionRequest) -> bool {
         (self.nested_comprehensions || self.uses_authorizer)
+            && self.constraints.matches_resource(request)
+    }
+
+    /// Whether the policy, with these bindings, may read the `oldObject` of a request its
+    /// constraints match: an expression names it, or an object selector (the policy's or a
+    /// binding's) matches an UPDATE on the old labels too.
+    pub(super) fn reads_old_object<'b>(
+        &self,
+        request: &AdmissionRequest,
+        mut bindings: impl Iterator<Item = &'b BindingCore>,
+    ) -> bool {
+        (self.uses_old_object
+            || self.constraints.has_object_selector()
+            || bindings.any(|binding| {
+                binding
+                    .matcher
+                    .as_ref()
+                    .is_some_and(ResourceMatcher::has_object_selector)
+            }))
             && self.constraints.matches_resource(request)
     }
 

@@ -244,6 +244,12 @@ impl ResourceMatcher {
         selector.matches_objects(request, |object| object.pointer("/metadata/labels"))
     }
 
+    /// Whether the matcher has an `objectSelector` (on UPDATE it matches the old object's
+    /// labels too).
+    pub fn has_object_selector(&self) -> bool {
+        self.object_selector.is_some()
+    }
+
     /// Whether the request is matched. Empty `resourceRules` match every request (a binding's
     /// `matchResources` narrows what the policy matches).
     pub fn matches(&self, request: &AdmissionRequest, namespaces: &dyn NamespaceLookup) -> bool {

@@ -406,6 +406,15 @@ impl PodSecurityAdmission {
         }
     }
 
+    /// Whether [`PodSecurityAdmission::evaluate`] may read the request's `oldObject`: on
+    /// UPDATE of a Pod (whether the update is one that needs checking) or a Namespace (the
+    /// labels it had). Workload resources are checked on their new template alone.
+    pub fn reads_old_object(request: &AdmissionRequest) -> bool {
+        request.operation == Operation::Update
+            && request.resource.group.is_empty()
+            && matches!(request.resource.resource.as_str(), "namespaces" | "pods")
+    }
+
     /// Upstream's `ValidateNamespace`, without the check of existing pods (there is no pod
     /// lister): refuses invalid Pod Security labels, and warns when an exempt namespace sets a
     /// policy.
