@@ -445,6 +445,24 @@ impl<'r> Grammar<'r> {
         format!("{map}.transformMap({key}, {value}, {body})")
     }
 
+    /// A `transformMapEntry` of a map of strings' (key, value) pairs, or a list's (index, item)
+    /// pairs, each into a one-entry map of strings (two steps yielding one key is an error).
+    fn transform_map_entry(&mut self, depth: usize) -> String {
+        let (range, first, second) = if self.rng.chance(50) {
+            let (list, elem) = self.range(depth);
+            (list, Elem::Int, elem)
+        } else {
+            (self.str_map(depth + 1), Elem::Str, Elem::Str)
+        };
+        let key = self.fresh();
+        self.scope.push((key.clone(), first));
+        let value = self.fresh();
+        self.scope.push((value.clone(), second));
+        let (entry_key, entry_value) = (self.string(depth + 1), self.string(depth + 1));
+        self.scope.truncate(self.scope.len() - 2);
+        format!("{range}.transformMapEntry({key}, {value}, {{{entry_key}: {entry_value}}})")
+    }
+
     /// A list to range over, a fresh iteration variable, and a predicate over it.
     fn comprehension(&mut self, depth: usize) -> (String, String, String) {
         let (list, elem) = self.range(depth);
@@ -1028,7 +1046,13 @@ impl<'r> Grammar<'r> {
                 "{{'team': string({}), 'app': 'web'}}",
                 self.string(depth + 1)
             ),
-            5 if depth < 3 && self.rng.chance(40) => self.transform_map(depth),
+            5 if depth < 3 && self.rng.chance(40) => {
+                if self.rng.chance(50) {
+                    self.transform_map(depth)
+                } else {
+                    self.transform_map_entry(depth)
+                }
+            }
             _ => match self.kind {
                 Kind::ConfigMap => "object.?data.orValue({})".to_owned(),
                 Kind::Deployment => "object.spec.template.metadata.labels".to_owned(),
