@@ -210,6 +210,7 @@ impl<'a> Checker<'a> {
             merge(&mut result, decision);
         }
         result.allowed = result.violations.is_empty();
+        result.warnings = super::warnings::as_received(std::mem::take(&mut result.warnings));
         Ok(result)
     }
 

@@ -11,12 +11,14 @@
 //! - [`check`]: the apiserver's order, `/mutate` then `/validate` on the patched object.
 //! - [`report`]: the text table of `check`.
 //! - [`suite`]: `PolicyTest` suites: format, loading, running, the result table.
+//! - [`warnings`]: the warnings as the apiserver's recorder passes them to the client.
 
 pub mod check;
 pub mod input;
 pub mod manifest;
 pub mod report;
 pub mod suite;
+pub mod warnings;
 
 pub use check::{CheckError, CheckResult, Checker};
 pub use input::{Input, InputDocument, InputError, Source, namespaces_of, read_inputs};

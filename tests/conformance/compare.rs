@@ -341,16 +341,6 @@ pub const KNOWN: &[KnownCause] = &[
                  the policies reversed",
         matches: |_, _| false,
     },
-    KnownCause {
-        class: "warning-truncation",
-        issue: "#13 (item 4)",
-        reason: "when the warnings of a response pass 4 KiB together, the apiserver truncates \
-                 each to 256 characters; `check` prints every VAP warning whole (`serve`'s \
-                 warnings are truncated by the apiserver itself)",
-        matches: |apiserver, portcullis| {
-            apiserver.chars().count() == 256 && portcullis.starts_with(apiserver)
-        },
-    },
 ];
 
 pub fn classify(apiserver: &str, portcullis: &str) -> &'static str {
