@@ -97,6 +97,22 @@ fn request_of(object: &Value, operation: &str, user: &str) -> Vec<(&'static str,
     ]
 }
 
+/// The objects of the policy fixtures, with their files.
+fn fixture_objects() -> Vec<(PathBuf, Value)> {
+    let mut objects = Vec::new();
+    for folder in [
+        "tests/fixtures/policies/objects",
+        "tests/fixtures/admission_policies/objects",
+    ] {
+        for file in files(folder, "yaml") {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let object: Value = serde_norway::from_str(&text).unwrap();
+            objects.push((file, object));
+        }
+    }
+    objects
+}
+
 /// The review of a request's fields in the order given.
 fn review_in_order(fields: &[(&str, Value)]) -> Vec<u8> {
     let members: Vec<String> = fields
@@ -140,29 +156,22 @@ fn bodies() -> Vec<Body> {
         bytes: std::fs::read(root("tests/fixtures/bench/pod-10kb.json")).unwrap(),
         apiserver_order: true,
     });
-    for folder in [
-        "tests/fixtures/policies/objects",
-        "tests/fixtures/admission_policies/objects",
-    ] {
-        for file in files(folder, "yaml") {
-            let text = std::fs::read_to_string(&file).unwrap();
-            let object: Value = serde_norway::from_str(&text).unwrap();
-            for operation in ["CREATE", "UPDATE", "DELETE", "CONNECT"] {
-                for user in ["jane@example.com", "system:serviceaccount:kube-system:ci"] {
-                    let mut fields = request_of(&object, operation, user);
-                    let name = format!("{} {operation} by {user}", file.display());
-                    bodies.push(Body {
-                        name: name.clone(),
-                        bytes: review_in_order(&fields),
-                        apiserver_order: true,
-                    });
-                    fields.sort_by_key(|(field, _)| *field);
-                    bodies.push(Body {
-                        name: format!("{name}, fields sorted"),
-                        bytes: review_in_order(&fields),
-                        apiserver_order: false,
-                    });
-                }
+    for (file, object) in fixture_objects() {
+        for operation in ["CREATE", "UPDATE", "DELETE", "CONNECT"] {
+            for user in ["jane@example.com", "system:serviceaccount:kube-system:ci"] {
+                let mut fields = request_of(&object, operation, user);
+                let name = format!("{} {operation} by {user}", file.display());
+                bodies.push(Body {
+                    name: name.clone(),
+                    bytes: review_in_order(&fields),
+                    apiserver_order: true,
+                });
+                fields.sort_by_key(|(field, _)| *field);
+                bodies.push(Body {
+                    name: format!("{name}, fields sorted"),
+                    bytes: review_in_order(&fields),
+                    apiserver_order: false,
+                });
             }
         }
     }
@@ -378,26 +387,19 @@ fn decided(
 fn an_old_object_no_rule_reads_is_not_decoded_and_not_missed() {
     let engines = engines();
     let mut bodies = Vec::new();
-    for folder in [
-        "tests/fixtures/policies/objects",
-        "tests/fixtures/admission_policies/objects",
-    ] {
-        for file in files(folder, "yaml") {
-            let text = std::fs::read_to_string(&file).unwrap();
-            let object: Value = serde_norway::from_str(&text).unwrap();
-            for (how, new, old) in updates_of(&object) {
-                let mut fields = request_of(&new, "UPDATE", "jane@example.com");
-                fields.retain(|(field, _)| *field != "oldObject");
-                fields.push(("oldObject", old));
-                let name = format!("{}, {how}", file.display());
-                bodies.push((name.clone(), review_in_order(&fields), true));
-                fields.sort_by_key(|(field, _)| *field);
-                bodies.push((
-                    format!("{name}, fields sorted"),
-                    review_in_order(&fields),
-                    false,
-                ));
-            }
+    for (file, object) in fixture_objects() {
+        for (how, new, old) in updates_of(&object) {
+            let mut fields = request_of(&new, "UPDATE", "jane@example.com");
+            fields.retain(|(field, _)| *field != "oldObject");
+            fields.push(("oldObject", old));
+            let name = format!("{}, {how}", file.display());
+            bodies.push((name.clone(), review_in_order(&fields), true));
+            fields.sort_by_key(|(field, _)| *field);
+            bodies.push((
+                format!("{name}, fields sorted"),
+                review_in_order(&fields),
+                false,
+            ));
         }
     }
     let (mut object_only, mut both) = (0, 0);

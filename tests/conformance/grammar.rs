@@ -394,16 +394,22 @@ impl<'r> Grammar<'r> {
         }
     }
 
-    /// A two-variable `all`, `exists` or `existsOne`: over a list's (index, item) pairs or a
-    /// map's (key, value) pairs, with a predicate over both.
-    fn two_variable_comprehension(&mut self, depth: usize) -> String {
-        let macro_name = *self.rng.pick(&["all", "exists", "existsOne"]);
-        let (range, first, second) = if self.rng.chance(50) {
+    /// What a two-variable comprehension ranges over: a list's (index, item) pairs or a map of
+    /// strings' (key, value) pairs, with what the two variables are.
+    fn pairs(&mut self, depth: usize) -> (String, Elem, Elem) {
+        if self.rng.chance(50) {
             let (list, elem) = self.range(depth);
             (list, Elem::Int, elem)
         } else {
             (self.str_map(depth + 1), Elem::Str, Elem::Str)
-        };
+        }
+    }
+
+    /// A two-variable `all`, `exists` or `existsOne`: over a list's (index, item) pairs or a
+    /// map's (key, value) pairs, with a predicate over both.
+    fn two_variable_comprehension(&mut self, depth: usize) -> String {
+        let macro_name = *self.rng.pick(&["all", "exists", "existsOne"]);
+        let (range, first, second) = self.pairs(depth);
         let index = self.fresh();
         self.scope.push((index.clone(), first));
         let name = self.fresh();
@@ -448,12 +454,7 @@ impl<'r> Grammar<'r> {
     /// A `transformMapEntry` of a map of strings' (key, value) pairs, or a list's (index, item)
     /// pairs, each into a one-entry map of strings (two steps yielding one key is an error).
     fn transform_map_entry(&mut self, depth: usize) -> String {
-        let (range, first, second) = if self.rng.chance(50) {
-            let (list, elem) = self.range(depth);
-            (list, Elem::Int, elem)
-        } else {
-            (self.str_map(depth + 1), Elem::Str, Elem::Str)
-        };
+        let (range, first, second) = self.pairs(depth);
         let key = self.fresh();
         self.scope.push((key.clone(), first));
         let value = self.fresh();
