@@ -157,25 +157,40 @@ fn bodies() -> Vec<Body> {
         apiserver_order: true,
     });
     for (file, object) in fixture_objects() {
-        for operation in ["CREATE", "UPDATE", "DELETE", "CONNECT"] {
-            for user in ["jane@example.com", "system:serviceaccount:kube-system:ci"] {
-                let mut fields = request_of(&object, operation, user);
-                let name = format!("{} {operation} by {user}", file.display());
-                bodies.push(Body {
-                    name: name.clone(),
-                    bytes: review_in_order(&fields),
-                    apiserver_order: true,
-                });
-                fields.sort_by_key(|(field, _)| *field);
-                bodies.push(Body {
-                    name: format!("{name}, fields sorted"),
-                    bytes: review_in_order(&fields),
-                    apiserver_order: false,
-                });
+        let mut variants = vec![(file.display().to_string(), object.clone())];
+        // A namespaced object also in kube-system, which namespace filters and exemptions name.
+        if object["metadata"]["namespace"].is_string() {
+            let mut moved = object;
+            moved["metadata"]["namespace"] = json!("kube-system");
+            variants.push((format!("{} in kube-system", file.display()), moved));
+        }
+        for (what, object) in &variants {
+            for operation in ["CREATE", "UPDATE", "DELETE", "CONNECT"] {
+                push_bodies(&mut bodies, object, operation, what);
             }
         }
     }
     bodies
+}
+
+/// The reviews of `object` under `operation` by two users, in the apiserver's order and with
+/// the fields sorted by name.
+fn push_bodies(bodies: &mut Vec<Body>, object: &Value, operation: &str, what: &str) {
+    for user in ["jane@example.com", "system:serviceaccount:kube-system:ci"] {
+        let mut fields = request_of(object, operation, user);
+        let name = format!("{what} {operation} by {user}");
+        bodies.push(Body {
+            name: name.clone(),
+            bytes: review_in_order(&fields),
+            apiserver_order: true,
+        });
+        fields.sort_by_key(|(field, _)| *field);
+        bodies.push(Body {
+            name: format!("{name}, fields sorted"),
+            bytes: review_in_order(&fields),
+            apiserver_order: false,
+        });
+    }
 }
 
 fn without_objects(request: &AdmissionRequest) -> AdmissionRequest {

@@ -240,19 +240,7 @@ impl Matcher {
             }
             return true;
         };
-        if !self.include_namespaces.is_empty()
-            && !self
-                .include_namespaces
-                .iter()
-                .any(|p| glob_match(p, namespace))
-        {
-            return false;
-        }
-        if self
-            .exclude_namespaces
-            .iter()
-            .any(|p| glob_match(p, namespace))
-        {
+        if !self.namespace_name_matches(namespace) {
             return false;
         }
         if let Some(selector) = &self.namespace_selector {
@@ -260,6 +248,19 @@ impl Matcher {
             return selector.matches(&|key| namespace_label(labels.as_ref(), namespace, key));
         }
         true
+    }
+
+    /// Whether the `namespaces` globs (include, then exclude) let `namespace` through.
+    fn namespace_name_matches(&self, namespace: &str) -> bool {
+        (self.include_namespaces.is_empty()
+            || self
+                .include_namespaces
+                .iter()
+                .any(|p| glob_match(p, namespace)))
+            && !self
+                .exclude_namespaces
+                .iter()
+                .any(|p| glob_match(p, namespace))
     }
 
     fn object_matches(&self, request: &AdmissionRequest, view: MatchedView) -> bool {
@@ -271,10 +272,16 @@ impl Matcher {
     }
 
     /// Whether the policy may apply to `request`, from its envelope alone (operation,
-    /// resource, requester): true for every request [`Matcher::matches`] matches; namespaces
-    /// and object labels are not consulted.
+    /// resource, requester, the namespace's name against the `namespaces` globs): true for
+    /// every request [`Matcher::matches`] matches; namespace and object labels are not
+    /// consulted.
     pub fn may_match(&self, request: &AdmissionRequest) -> bool {
         self.operations.contains(&request.operation)
+            && request
+                .namespace
+                .as_deref()
+                .filter(|namespace| !namespace.is_empty())
+                .is_none_or(|namespace| self.namespace_name_matches(namespace))
             && (self.resource_matches(request)
                 || (self.pod_templates
                     && self.matches_pods()

@@ -119,7 +119,7 @@ impl MutatingPolicy {
         let (Some(mut core), Some(reinvocation)) = (core, spec.reinvocation_policy) else {
             return Err(PolicyError::at(source, "spec", "Required value"));
         };
-        core.note_nesting(mutations.iter().map(CompiledMutation::expression));
+        core.note_expressions(mutations.iter().map(CompiledMutation::expression));
         Ok(MutatingPolicy {
             core,
             mutations,

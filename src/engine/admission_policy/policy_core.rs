@@ -78,7 +78,7 @@ pub(super) struct PolicyCore {
     pub(super) match_conditions: Vec<(String, Expression)>,
     pub(super) variables: Variables,
     /// Whether an expression of the policy nests comprehensions (see
-    /// [`PolicyCore::note_nesting`]).
+    /// [`PolicyCore::note_expressions`]).
     pub(super) nested_comprehensions: bool,
     /// Whether an expression of the policy uses `authorizer`, whose checks wait for the
     /// cluster's answer.
@@ -184,7 +184,7 @@ impl PolicyCore {
     /// `authorizer` (it waits for SubjectAccessReviews): either is run off the async workers
     /// (see [`crate::engine::Engine::may_run_long`]); and whether one names `oldObject` (see
     /// [`crate::engine::Engine::wanted_objects`]).
-    pub(super) fn note_nesting<'e>(
+    pub(super) fn note_expressions<'e>(
         &mut self,
         expressions: impl IntoIterator<Item = &'e Expression>,
     ) {

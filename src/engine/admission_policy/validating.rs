@@ -111,7 +111,7 @@ impl ValidatingPolicy {
                 "Required value",
             ));
         };
-        core.note_nesting(
+        core.note_expressions(
             validations
                 .iter()
                 .flat_map(|v: &PolicyValidation| {
