@@ -455,7 +455,7 @@ def main():
     ap.add_argument("--scale", type=float, default=float(os.environ.get("BENCH_SCALE", "1")))
     ap.add_argument("--note", action="append", default=[], help="a line for the notes")
     ap.add_argument("--baseline", help="another Portcullis binary (an earlier build): the rounds "
-                    "section also runs its floor and standard set, in the same rounds")
+                    "and small-Pod sections also run its servers, in the same rounds")
     ap.add_argument("--only", choices=["isolation", "small-pod", "rounds"],
                     help="run one section only (its markdown is printed, not written to --out)")
     args = ap.parse_args()
@@ -704,6 +704,11 @@ def small_pod(args, oha, workdir, certs, scale):
 
     servers = [portcullis(args.portcullis, "small-floor", [workdir / "empty"], workdir, certs),
                portcullis(args.portcullis, "small-pss-cel", SMALL_POD_POLICIES, workdir, certs)]
+    if args.baseline:
+        servers += [portcullis(args.baseline, "baseline-small-floor", [workdir / "empty"],
+                               workdir, certs),
+                    portcullis(args.baseline, "baseline-small-pss-cel", SMALL_POD_POLICIES,
+                               workdir, certs)]
     for server in servers:
         RUNNING.append(server.start())
     n = max(1000, int(20000 * scale))
@@ -719,7 +724,8 @@ def small_pod(args, oha, workdir, certs, scale):
           f"`/validate`, {SMALL_POD_BODY.name} ({size / 1024:.1f} KiB review), c=16, {n} requests "
           f"per round, {SMALL_POD_ROUNDS} rounds, the two servers in turn. `small-pss-cel`: "
           "tests/fixtures/bench/policies/pod-security.yaml (restricted) and bench/fixtures/vap-small "
-          "(a ValidatingAdmissionPolicy with four validations).\n"]
+          "(a ValidatingAdmissionPolicy with four validations)."
+          + (f" `baseline-*`: {args.baseline}." if args.baseline else "") + "\n"]
     rows = []
     for name in runs:
         rows.append([name, median(name, "rps"), median(name, "cpu_per_1000") * 1000,
@@ -732,7 +738,12 @@ def small_pod(args, oha, workdir, certs, scale):
          median("small-pss-cel", "rps") / median("small-floor", "rps")],
         ["floor / small-pss-cel CPU per review (medians)",
          median("small-floor", "cpu_per_1000") / median("small-pss-cel", "cpu_per_1000")],
-    ]) + "\n")
+    ] + ([
+        ["small-pss-cel / baseline-small-pss-cel throughput (medians)",
+         median("small-pss-cel", "rps") / median("baseline-small-pss-cel", "rps")],
+        ["baseline-small-pss-cel / small-pss-cel CPU per review (medians)",
+         median("baseline-small-pss-cel", "cpu_per_1000") / median("small-pss-cel", "cpu_per_1000")],
+    ] if args.baseline else [])) + "\n")
     if failed:
         md.append(f"**{failed} requests failed.**\n")
     SECTION_FAILURES.append(failed)

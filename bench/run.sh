@@ -17,7 +17,8 @@
 # Environment: BENCH_SCALE (request counts, default 1; the smoke ignores it), BENCH_NICE (nice
 # level of the measurement itself, default 0), BENCH_SKIP_PEER=1, PORTCULLIS_BIN (skip the
 # cargo build), OHA, GO, BENCH_KEEP=1 (keep the work dir with the server logs),
-# BENCH_BASELINE_BIN (an earlier build of portcullis, run beside this one in the rounds section),
+# BENCH_BASELINE_BIN (an earlier build of portcullis, run beside this one in the rounds and
+# small-Pod sections),
 # BENCH_ROUNDS and BENCH_SMALL_POD_ROUNDS (rounds of those sections, 5 each), BENCH_ONLY (one
 # section: isolation, small-pod or rounds).
 set -euo pipefail
