@@ -6,7 +6,7 @@ use std::hint::black_box;
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use portcullis::admission::{encode_review, parse_review, parse_review_for};
 use portcullis::defaulting::apply_defaults;
-use portcullis::engine::{Endpoint, Engine, EvalContext};
+use portcullis::engine::{Endpoint, Engine, EvalContext, NoNamespaces};
 use portcullis::server::{AppState, RequestSettings, webhook_router};
 use tower::ServiceExt;
 
@@ -49,7 +49,7 @@ fn pipeline(c: &mut Criterion) {
         // As `serve` does: the objects decoded only for a request some rule wants.
         group.bench_function(format!("{}/{}", endpoint.name(), name), |b| {
             b.iter(|| {
-                let wants = |request: &_| engine.wanted_objects(request, endpoint);
+                let wants = |request: &_| engine.wanted_objects(request, endpoint, &NoNamespaces);
                 let review = parse_review_for(black_box(&body), &wants).unwrap();
                 let decision = if review.objects_skipped {
                     Default::default()
@@ -71,7 +71,7 @@ fn pipeline(c: &mut Criterion) {
         b.iter(|| black_box(parse_review(black_box(&body)).unwrap()))
     });
     group.bench_function("envelope-first/configmap", |b| {
-        let wants = |request: &_| engine.wanted_objects(request, Endpoint::Validate);
+        let wants = |request: &_| engine.wanted_objects(request, Endpoint::Validate, &NoNamespaces);
         b.iter(|| black_box(parse_review_for(black_box(&body), &wants).unwrap()))
     });
     // A Deployment UPDATE the built-in set wants but reads no oldObject of: whole, and as
@@ -81,7 +81,7 @@ fn pipeline(c: &mut Criterion) {
         b.iter(|| black_box(parse_review(black_box(&body)).unwrap()))
     });
     group.bench_function("envelope-first/deployment-update", |b| {
-        let wants = |request: &_| engine.wanted_objects(request, Endpoint::Validate);
+        let wants = |request: &_| engine.wanted_objects(request, Endpoint::Validate, &NoNamespaces);
         assert!(parse_review_for(&body, &wants).unwrap().old_object_skipped);
         b.iter(|| black_box(parse_review_for(black_box(&body), &wants).unwrap()))
     });

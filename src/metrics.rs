@@ -231,7 +231,8 @@ impl Metrics {
         );
         registry.register(
             "portcullis_policy_evaluation_duration_seconds",
-            "Time each policy that matched a request took to evaluate",
+            "Time each policy that matched a request (an admission policy: its constraints and a \
+             binding) took to evaluate",
             policy_duration.clone(),
         );
         let authorizer = AuthorizerMetrics::default();

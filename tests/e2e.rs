@@ -1071,6 +1071,142 @@ fn namespace_object_agrees_on(bin: &Path) {
     );
 }
 
+/// Differential test: a ValidatingAdmissionPolicy on Namespaces with a `namespaceSelector`
+/// (`tests/fixtures/e2e/namespace-selector`), in-tree and through `serve` with the cluster's
+/// namespace watch, must warn about the same CREATEs and UPDATEs: the apiserver matches a
+/// Namespace's own request on the labels it is given, not on the namespace as stored.
+#[test]
+fn namespace_selector_on_namespaces_agrees_with_the_apiserver() {
+    let Some(bin) = e2e_bin() else { return };
+    namespace_selector_on_namespaces_agrees_on(&bin);
+}
+
+/// The same comparison with the older apiserver.
+#[test]
+fn namespace_selector_on_namespaces_agrees_with_the_older_apiserver() {
+    let Some(bin) = e2e_bin_old() else { return };
+    namespace_selector_on_namespaces_agrees_on(&bin);
+}
+
+fn namespace_selector_on_namespaces_agrees_on(bin: &Path) {
+    let cluster = ControlPlane::start(bin);
+    let version = cluster.server_version();
+    let policy = fixture_path("namespace-selector/policy.yaml");
+    let in_tree_binding = fixture_path("namespace-selector/in-tree-binding.yaml");
+    let portcullis_binding = fixture_path("namespace-selector/portcullis-binding.yaml");
+    cluster.kubectl_ok(&[
+        "create",
+        "-f",
+        &fixture_path("namespace-selector/namespaces.yaml"),
+    ]);
+    cluster.kubectl_ok(&["apply", "-f", &policy, "-f", &in_tree_binding]);
+    let work = tempfile::tempdir().unwrap();
+    let certs = work.path().join("certs");
+    generate_certs(&certs);
+    let portcullis = Portcullis::start(&[
+        "--tls-dir",
+        certs.to_str().unwrap(),
+        "--kubeconfig",
+        cluster.kubeconfig(),
+        "--policies",
+        &policy,
+        "--policies",
+        &portcullis_binding,
+    ]);
+    cluster.apply(&webhook_config(
+        portcullis.webhook,
+        &certs.join("ca.crt"),
+        "Fail",
+        &[&policy, &portcullis_binding],
+    ));
+
+    // Each request as a dry run, so that the namespaces as stored never change; the labels
+    // the request gives are not the stored ones in the first two.
+    let new_gold = work.path().join("nss-new.yaml");
+    std::fs::write(
+        &new_gold,
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: nss-new\n  labels: {e2e-tier: gold}\n",
+    )
+    .unwrap();
+    let requests: [(&str, Vec<&str>, bool); 5] = [
+        (
+            "UPDATE labelling nss-plain gold",
+            vec!["label", "namespace", "nss-plain", "e2e-tier=gold"],
+            true,
+        ),
+        (
+            "UPDATE taking nss-gold's label away",
+            vec!["label", "namespace", "nss-gold", "e2e-tier-"],
+            false,
+        ),
+        (
+            "UPDATE of nss-gold keeping its label",
+            vec!["annotate", "namespace", "nss-gold", "touched=1"],
+            true,
+        ),
+        (
+            "UPDATE of nss-plain without the label",
+            vec!["annotate", "namespace", "nss-plain", "touched=1"],
+            false,
+        ),
+        (
+            "CREATE of a gold namespace",
+            vec!["create", "-f", new_gold.to_str().unwrap()],
+            true,
+        ),
+    ];
+    let answer = |args: &[&str]| -> (Vec<String>, Vec<String>) {
+        let mut args = args.to_vec();
+        args.push("--dry-run=server");
+        let output = cluster.kubectl(&args);
+        assert!(output.status.success(), "{}", stderr(&output));
+        let warnings = |binding: &str| -> Vec<String> {
+            let prefix = format!(
+                "Warning: Validation failed for ValidatingAdmissionPolicy \
+                 'namespace-selector' with binding '{binding}': "
+            );
+            stderr(&output)
+                .lines()
+                .filter_map(|line| line.strip_prefix(&prefix))
+                .map(str::to_owned)
+                .collect()
+        };
+        (
+            warnings("namespace-selector-in-tree"),
+            warnings("namespace-selector-portcullis"),
+        )
+    };
+    // Portcullis is asked once its webhook configuration is in force and its namespace
+    // watch has synced: the first request warns from both.
+    eventually(
+        "the in-tree policy and Portcullis to warn",
+        Duration::from_secs(60),
+        || match answer(&requests[2].1) {
+            (in_tree, from_portcullis) if !in_tree.is_empty() && in_tree == from_portcullis => {
+                Ok(())
+            }
+            other => Err(format!("{other:?}")),
+        },
+    );
+    for (what, args, warned) in &requests {
+        let (in_tree, from_portcullis) = answer(args);
+        assert_eq!(
+            !in_tree.is_empty(),
+            *warned,
+            "{what}: the apiserver's in-tree policy warned {in_tree:?}"
+        );
+        assert_eq!(
+            in_tree, from_portcullis,
+            "{what}: the in-tree policy and Portcullis disagree"
+        );
+    }
+    eprintln!(
+        "e2e ({version}): the in-tree policy and Portcullis agree on a namespaceSelector over \
+         {} Namespace requests",
+        requests.len()
+    );
+}
+
 /// Differential test: the same MutatingAdmissionPolicy (`tests/fixtures/e2e/map`: an
 /// ApplyConfiguration merging a label and container limits, a JSONPatch capping replicas) in
 /// the real kube-apiserver and in Portcullis must give the same object for every one of a

@@ -1,15 +1,20 @@
-//! `serve` decodes a request's objects only when `Engine::wants` says, from the envelope, that
-//! some rule may act on it, and an UPDATE's `oldObject` only when one of those rules may read
-//! it (`Engine::wanted_objects`). Here, for every policy set of the repository and every
-//! object of its fixtures under each operation, a request the engine does not want must be one
-//! that `Engine::evaluate` (given the objects) allows unchanged, with nothing to report; an
-//! UPDATE whose `oldObject` is not wanted must be decided alike without it; and the
-//! envelope-first parse must give the request the full parse gives, without what it skipped.
+//! `serve` decodes a request's objects only when `Engine::wants` says, from the envelope and
+//! the labels of its namespace, that some rule may act on it, and an UPDATE's `oldObject` only
+//! when one of those rules may read it (`Engine::wanted_objects`). Here, for every policy set
+//! of the repository and every object of its fixtures under each operation, in namespaces
+//! with labels that the policies' namespace selectors and Pod Security read, a request the
+//! engine does not want must be one that `Engine::evaluate` (given the objects and the same
+//! namespaces) allows unchanged, with nothing to report or time; an UPDATE whose `oldObject`
+//! is not wanted must be decided alike without it; and the envelope-first parse must give the
+//! request the full parse gives, without what it skipped.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use portcullis::admission::{AdmissionRequest, WantedObjects, parse_review, parse_review_for};
-use portcullis::engine::{Decision, Endpoint, Engine, EvalContext};
+use portcullis::engine::{
+    Decision, Endpoint, Engine, EvalContext, Labels, NoNamespaces, StaticNamespaces,
+};
 use serde_json::{Value, json};
 
 fn root(path: &str) -> PathBuf {
@@ -42,7 +47,9 @@ fn engines() -> Vec<(String, Engine)> {
         let engine = Engine::load(&[root(folder)]).unwrap_or_else(|e| panic!("{folder}: {e}"));
         engines.push((folder.to_owned(), engine));
     }
-    for folder in ["examples/policies", "tests/fixtures/bench/policies"] {
+    let folder = "tests/fixtures/unwanted/namespaces";
+    engines.push((folder.to_owned(), Engine::load(&[root(folder)]).unwrap()));
+    for folder in ["examples/policies", "tests/fixtures/bench/policies", folder] {
         for file in files(folder, "yaml") {
             let engine = Engine::load(std::slice::from_ref(&file)).unwrap();
             engines.push((file.display().to_string(), engine));
@@ -70,6 +77,12 @@ fn request_of(object: &Value, operation: &str, user: &str) -> Vec<(&'static str,
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     let kind = object["kind"].as_str().unwrap_or("Thing");
     let resource = portcullis::engine::matching::plural_resource(kind);
+    // The apiserver names a Namespace updated or deleted in `namespace` too.
+    let namespace = match (kind, operation) {
+        ("Namespace", "CREATE") => Value::Null,
+        ("Namespace", _) => object["metadata"]["name"].clone(),
+        _ => object["metadata"]["namespace"].clone(),
+    };
     let (new, old) = match operation {
         "CREATE" | "CONNECT" => (object.clone(), Value::Null),
         "UPDATE" => (object.clone(), object.clone()),
@@ -86,7 +99,7 @@ fn request_of(object: &Value, operation: &str, user: &str) -> Vec<(&'static str,
             json!({"group": group, "version": version, "resource": resource}),
         ),
         ("name", object["metadata"]["name"].clone()),
-        ("namespace", object["metadata"]["namespace"].clone()),
+        ("namespace", namespace),
         ("operation", json!(operation)),
         (
             "userInfo",
@@ -97,12 +110,70 @@ fn request_of(object: &Value, operation: &str, user: &str) -> Vec<(&'static str,
     ]
 }
 
+/// The namespaces the requests are in, with labels that the fixtures' namespace selectors and
+/// Pod Security read; `nowhere`, where some objects are also put, is unknown.
+fn namespaces() -> StaticNamespaces {
+    let mut namespaces = StaticNamespaces::default();
+    for (name, labels) in [
+        ("prod", &[("environment", "prod"), ("team", "payments")][..]),
+        ("test", &[("environment", "test")]),
+        ("dev", &[]),
+        ("strict", &[("environment", "")]),
+        (
+            "relaxed",
+            &[
+                ("pod-security.kubernetes.io/warn", "privileged"),
+                ("pod-security.kubernetes.io/audit", "privileged"),
+            ],
+        ),
+        (
+            "open",
+            &[
+                ("pod-security.kubernetes.io/enforce", "privileged"),
+                ("pod-security.kubernetes.io/warn", "privileged"),
+                ("pod-security.kubernetes.io/audit", "privileged"),
+                ("team", "payments"),
+            ],
+        ),
+        (
+            "misspelt",
+            &[
+                ("pod-security.kubernetes.io/warn", "privilged"),
+                ("pod-security.kubernetes.io/audit", "privileged"),
+            ],
+        ),
+        ("kube-system", &[]),
+    ] {
+        let mut labels: Labels = labels
+            .iter()
+            .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+            .collect();
+        labels.insert("kubernetes.io/metadata.name".to_owned(), name.to_owned());
+        namespaces.insert(name, labels);
+    }
+    namespaces
+}
+
+/// The namespaces objects are also put in, besides their own: each of [`namespaces`] and one
+/// it does not know.
+const OTHER_NAMESPACES: [&str; 8] = [
+    "prod",
+    "test",
+    "strict",
+    "relaxed",
+    "open",
+    "misspelt",
+    "kube-system",
+    "nowhere",
+];
+
 /// The objects of the policy fixtures, with their files.
 fn fixture_objects() -> Vec<(PathBuf, Value)> {
     let mut objects = Vec::new();
     for folder in [
         "tests/fixtures/policies/objects",
         "tests/fixtures/admission_policies/objects",
+        "tests/fixtures/unwanted/objects",
     ] {
         for file in files(folder, "yaml") {
             let text = std::fs::read_to_string(&file).unwrap();
@@ -131,6 +202,8 @@ struct Body {
     name: String,
     bytes: Vec<u8>,
     apiserver_order: bool,
+    /// The request this is of, in whichever namespace it is put.
+    request_of: String,
 }
 
 /// Bodies: the review fixtures as they are, and every object fixture under each operation,
@@ -148,6 +221,7 @@ fn bodies() -> Vec<Body> {
                 name: file.display().to_string(),
                 bytes: std::fs::read(&file).unwrap(),
                 apiserver_order: true,
+                request_of: file.display().to_string(),
             });
         }
     }
@@ -155,40 +229,55 @@ fn bodies() -> Vec<Body> {
         name: "pod-10kb".to_owned(),
         bytes: std::fs::read(root("tests/fixtures/bench/pod-10kb.json")).unwrap(),
         apiserver_order: true,
+        request_of: "pod-10kb".to_owned(),
     });
     for (file, object) in fixture_objects() {
-        let mut variants = vec![(file.display().to_string(), object.clone())];
-        // A namespaced object also in kube-system, which namespace filters and exemptions name.
-        if object["metadata"]["namespace"].is_string() {
-            let mut moved = object;
-            moved["metadata"]["namespace"] = json!("kube-system");
-            variants.push((format!("{} in kube-system", file.display()), moved));
-        }
-        for (what, object) in &variants {
-            for operation in ["CREATE", "UPDATE", "DELETE", "CONNECT"] {
-                push_bodies(&mut bodies, object, operation, what);
+        let what = file.display().to_string();
+        for operation in ["CREATE", "UPDATE", "DELETE", "CONNECT"] {
+            push_bodies(&mut bodies, &object, operation, &what, "");
+            // A namespaced object also in the other namespaces, which namespace filters,
+            // selectors, exemptions and Pod Security labels name.
+            if object["metadata"]["namespace"].is_string() {
+                for namespace in OTHER_NAMESPACES {
+                    let mut moved = object.clone();
+                    moved["metadata"]["namespace"] = json!(namespace);
+                    push_bodies(&mut bodies, &moved, operation, &what, namespace);
+                }
             }
         }
     }
     bodies
 }
 
-/// The reviews of `object` under `operation` by two users, in the apiserver's order and with
-/// the fields sorted by name.
-fn push_bodies(bodies: &mut Vec<Body>, object: &Value, operation: &str, what: &str) {
+/// The reviews of `object` (put in `namespace`, when not empty) under `operation` by two
+/// users, in the apiserver's order and with the fields sorted by name.
+fn push_bodies(
+    bodies: &mut Vec<Body>,
+    object: &Value,
+    operation: &str,
+    what: &str,
+    namespace: &str,
+) {
     for user in ["jane@example.com", "system:serviceaccount:kube-system:ci"] {
         let mut fields = request_of(object, operation, user);
-        let name = format!("{what} {operation} by {user}");
+        let request = format!("{what} {operation} by {user}");
+        let name = if namespace.is_empty() {
+            request.clone()
+        } else {
+            format!("{request} in {namespace}")
+        };
         bodies.push(Body {
             name: name.clone(),
             bytes: review_in_order(&fields),
             apiserver_order: true,
+            request_of: request.clone(),
         });
         fields.sort_by_key(|(field, _)| *field);
         bodies.push(Body {
             name: format!("{name}, fields sorted"),
             bytes: review_in_order(&fields),
             apiserver_order: false,
+            request_of: request,
         });
     }
 }
@@ -205,21 +294,35 @@ fn without_objects(request: &AdmissionRequest) -> AdmissionRequest {
 fn what_an_engine_does_not_want_it_allows_unchanged() {
     let engines = engines();
     let bodies = bodies();
+    let namespaces = namespaces();
     let (mut wanted, mut unwanted) = (0, 0);
+    // Per policy set, request (in whichever namespace) and endpoint: whether it was wanted in
+    // some namespace, and not in some other.
+    let mut by_namespace: HashMap<(&str, &str, Endpoint), (bool, bool)> = HashMap::new();
     for (policies, engine) in &engines {
         for Body {
             name,
             bytes: body,
             apiserver_order,
+            request_of,
         } in &bodies
         {
             let full = parse_review(body).unwrap_or_else(|e| panic!("{name}: {e}"));
             for endpoint in [Endpoint::Validate, Endpoint::Mutate] {
                 let envelope = without_objects(&full.request);
-                let wants = engine.wants(&envelope, endpoint);
-                let read =
-                    parse_review_for(body, &|request| engine.wanted_objects(request, endpoint))
-                        .unwrap_or_else(|e| panic!("{name}: {e}"));
+                let wants = engine.wants(&envelope, endpoint, &namespaces);
+                let seen = by_namespace
+                    .entry((policies, request_of, endpoint))
+                    .or_default();
+                if wants {
+                    seen.0 = true;
+                } else {
+                    seen.1 = true;
+                }
+                let read = parse_review_for(body, &|request| {
+                    engine.wanted_objects(request, endpoint, &namespaces)
+                })
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
                 let has_objects =
                     full.request.object.is_some() || full.request.old_object.is_some();
                 // Skipped only when not wanted; in the apiserver's order, always then.
@@ -250,25 +353,36 @@ fn what_an_engine_does_not_want_it_allows_unchanged() {
                         "{policies} / {name}: the envelope is read as the full parse reads it"
                     );
                 }
+                let context = EvalContext::new(endpoint).with_namespaces(&namespaces);
                 let decision = engine
-                    .evaluate(&full.request, &EvalContext::new(endpoint))
+                    .evaluate(&full.request, &context)
                     .unwrap_or_else(|e| panic!("{policies} / {name} / {endpoint:?}: {e}"));
                 assert!(
                     decision.violations.is_empty()
                         && decision.warnings.is_empty()
                         && decision.audit_annotations.is_empty()
                         && decision.patch.is_none()
-                        && decision.outcomes.is_empty(),
+                        && decision.outcomes.is_empty()
+                        && decision.timings.is_empty(),
                     "{policies} / {name} / {endpoint:?}: not wanted, but evaluating it gave {decision:?}"
                 );
             }
         }
     }
     // Both sides are exercised: most pairs are not wanted (a policy set names few kinds),
-    // and many are.
+    // and many are; and for many requests the namespace they are in decides.
+    let decided_by_namespace = by_namespace
+        .values()
+        .filter(|(wanted, unwanted)| *wanted && *unwanted)
+        .count();
     assert!(
-        wanted >= 200 && unwanted >= 200,
-        "{wanted} wanted, {unwanted} not"
+        wanted >= 200 && unwanted >= 200 && decided_by_namespace >= 100,
+        "{wanted} wanted, {unwanted} not; {decided_by_namespace} requests wanted in some \
+         namespaces and not in others"
+    );
+    eprintln!(
+        "{wanted} wanted, {unwanted} not; {decided_by_namespace} requests wanted in some \
+         namespaces and not in others"
     );
 }
 
@@ -289,7 +403,7 @@ fn a_field_after_a_skipped_object_that_changes_the_answer_reads_the_body_again()
     );
     // A duplicate field is refused whichever order it comes in.
     let error = parse_review_for(body.as_bytes(), &|r| {
-        engine.wanted_objects(r, Endpoint::Validate)
+        engine.wanted_objects(r, Endpoint::Validate, &NoNamespaces)
     })
     .unwrap_err()
     .to_string();
@@ -302,7 +416,7 @@ fn a_field_after_a_skipped_object_that_changes_the_answer_reads_the_body_again()
             "resource":{{"version":"v1","resource":"pods"}}}}}}"#
     );
     let read = parse_review_for(late_resource.as_bytes(), &|r| {
-        engine.wanted_objects(r, Endpoint::Validate)
+        engine.wanted_objects(r, Endpoint::Validate, &NoNamespaces)
     })
     .unwrap();
     assert!(!read.objects_skipped);
@@ -320,7 +434,7 @@ fn a_field_after_a_skipped_object_that_changes_the_answer_reads_the_body_again()
             "userInfo":{{}},"object":{object}}}}}"#
     );
     let read = parse_review_for(mismatched.as_bytes(), &|r| {
-        engine.wanted_objects(r, Endpoint::Validate)
+        engine.wanted_objects(r, Endpoint::Validate, &NoNamespaces)
     })
     .unwrap();
     assert!(!read.objects_skipped);
@@ -333,7 +447,7 @@ fn a_field_after_a_skipped_object_that_changes_the_answer_reads_the_body_again()
     );
     let matching = mismatched.replace(r#""kind":"Pod""#, r#""kind":"ConfigMap""#);
     let read = parse_review_for(matching.as_bytes(), &|r| {
-        engine.wanted_objects(r, Endpoint::Validate)
+        engine.wanted_objects(r, Endpoint::Validate, &NoNamespaces)
     })
     .unwrap();
     assert!(read.objects_skipped);
@@ -427,9 +541,11 @@ fn an_old_object_no_rule_reads_is_not_decoded_and_not_missed() {
                 ..full.request.clone()
             };
             for endpoint in [Endpoint::Validate, Endpoint::Mutate] {
-                let wanted = engine.wanted_objects(&without_objects(&full.request), endpoint);
-                let read = parse_review_for(body, &|r| engine.wanted_objects(r, endpoint))
-                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                let wanted =
+                    engine.wanted_objects(&without_objects(&full.request), endpoint, &NoNamespaces);
+                let read =
+                    parse_review_for(body, &|r| engine.wanted_objects(r, endpoint, &NoNamespaces))
+                        .unwrap_or_else(|e| panic!("{name}: {e}"));
                 let case = format!("{policies} / {name} / {endpoint:?}");
                 let decided_whole = decided(engine, &full.request, endpoint);
                 if decided_whole != decided(engine, &without_old, endpoint) {

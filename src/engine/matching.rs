@@ -85,6 +85,35 @@ impl SelectorMatcher {
             })
     }
 
+    /// The apiserver's namespace matcher (`MatchNamespaceSelector`): whether the selector
+    /// matches the labels of the request's namespace, read where
+    /// [`namespace_labels_of`] says (`namespaces` for a namespace other than the object).
+    pub fn matches_namespace(
+        &self,
+        request: &AdmissionRequest,
+        namespaces: &dyn NamespaceLookup,
+    ) -> bool {
+        match namespace_labels_of(request) {
+            NamespaceLabelsOf::NotNamespaced => true,
+            NamespaceLabelsOf::Object(object) => self.matches(&|key| object_label(object, key)),
+            NamespaceLabelsOf::Namespace(name) => {
+                let labels = namespaces.labels_ref(name);
+                self.matches(&|key| namespace_label(labels.as_ref(), name, key))
+            }
+        }
+    }
+
+    /// Whether [`SelectorMatcher::matches_namespace`] may be true, judged without the objects:
+    /// true when the labels are an object's.
+    pub fn may_match_namespace(
+        &self,
+        request: &AdmissionRequest,
+        namespaces: &dyn NamespaceLookup,
+    ) -> bool {
+        matches!(namespace_labels_of(request), NamespaceLabelsOf::Object(_))
+            || self.matches_namespace(request, namespaces)
+    }
+
     /// [`SelectorMatcher::matches`] for a selector not compiled into a matcher.
     pub fn selects<'l>(selector: &LabelSelector, labels: &dyn Fn(&str) -> Option<&'l str>) -> bool {
         let listed = |values: &[String], value: &str| values.iter().any(|v| v == value);
@@ -102,6 +131,43 @@ impl SelectorMatcher {
                     _ => false,
                 }
             })
+    }
+}
+
+/// Where a `namespaceSelector` reads the labels of a request's namespace.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum NamespaceLabelsOf<'r> {
+    /// Nowhere: the request is cluster-scoped and not on `namespaces`, and a namespace
+    /// selector matches it.
+    NotNamespaced,
+    /// The namespace in the request's object (or, for a request on `namespaces` that names no
+    /// namespace, such as one built offline, the object it is about).
+    Object(Option<&'r Value>),
+    /// Namespace `name`, as the namespace lookup has it.
+    Namespace(&'r str),
+}
+
+/// Where the apiserver's namespace matcher (k8s.io/apiserver
+/// `pkg/admission/plugin/webhook/predicates/namespace`) reads the labels a namespace selector
+/// is matched on: a CREATE or UPDATE of a namespace itself (resource `namespaces`, no
+/// subresource) on the object's own labels, since the namespace in the cluster does not have
+/// them yet (an UPDATE's `namespace` names the namespace updated); any other request naming a
+/// namespace on that namespace's; a cluster-scoped request other than on `namespaces` is
+/// matched whatever the selector says.
+pub fn namespace_labels_of(request: &AdmissionRequest) -> NamespaceLabelsOf<'_> {
+    let on_namespaces = request.resource.resource == "namespaces";
+    let namespace = request.namespace.as_deref().unwrap_or("");
+    if on_namespaces
+        && request.sub_resource.as_deref().unwrap_or("").is_empty()
+        && matches!(request.operation, Operation::Create | Operation::Update)
+    {
+        NamespaceLabelsOf::Object(request.object.as_ref())
+    } else if !namespace.is_empty() {
+        NamespaceLabelsOf::Namespace(namespace)
+    } else if on_namespaces {
+        NamespaceLabelsOf::Object(request.subject())
+    } else {
+        NamespaceLabelsOf::NotNamespaced
     }
 }
 
@@ -223,31 +289,29 @@ impl Matcher {
         false
     }
 
+    /// Whether the `namespaces` globs let a namespaced request's namespace through and the
+    /// `namespaceSelector` matches its labels (a Namespace's own, as the apiserver reads
+    /// them: [`namespace_labels_of`]).
     fn namespace_matches(
         &self,
         request: &AdmissionRequest,
         namespaces: &dyn NamespaceLookup,
     ) -> bool {
-        let Some(namespace) = request.namespace.as_deref().filter(|n| !n.is_empty()) else {
-            // Cluster-scoped: namespace filters do not apply. A Namespace object is matched
-            // by a namespaceSelector on its own labels, as the apiserver does.
-            if let Some(selector) = &self.namespace_selector
-                && request.kind.group.is_empty()
-                && request.kind.kind == "Namespace"
-            {
-                let object = request.subject();
-                return selector.matches(&|key| object_label(object, key));
-            }
-            return true;
-        };
-        if !self.namespace_name_matches(namespace) {
-            return false;
-        }
-        if let Some(selector) = &self.namespace_selector {
-            let labels = namespaces.labels_ref(namespace);
-            return selector.matches(&|key| namespace_label(labels.as_ref(), namespace, key));
-        }
-        true
+        self.namespace_name_allowed(request)
+            && self
+                .namespace_selector
+                .as_ref()
+                .is_none_or(|selector| selector.matches_namespace(request, namespaces))
+    }
+
+    /// Whether the `namespaces` globs let the request's namespace through (a cluster-scoped
+    /// request has none, and they do not apply).
+    fn namespace_name_allowed(&self, request: &AdmissionRequest) -> bool {
+        request
+            .namespace
+            .as_deref()
+            .filter(|namespace| !namespace.is_empty())
+            .is_none_or(|namespace| self.namespace_name_matches(namespace))
     }
 
     /// Whether the `namespaces` globs (include, then exclude) let `namespace` through.
@@ -272,16 +336,17 @@ impl Matcher {
     }
 
     /// Whether the policy may apply to `request`, from its envelope alone (operation,
-    /// resource, requester, the namespace's name against the `namespaces` globs): true for
-    /// every request [`Matcher::matches`] matches; namespace and object labels are not
-    /// consulted.
-    pub fn may_match(&self, request: &AdmissionRequest) -> bool {
+    /// resource, requester, the namespace's name against the `namespaces` globs and its
+    /// labels from `namespaces` against the `namespaceSelector`): true for every request
+    /// [`Matcher::matches`] matches with the same `namespaces`; the objects' labels (an
+    /// `objectSelector`, a Namespace's own labels) are not consulted.
+    pub fn may_match(&self, request: &AdmissionRequest, namespaces: &dyn NamespaceLookup) -> bool {
         self.operations.contains(&request.operation)
-            && request
-                .namespace
-                .as_deref()
-                .filter(|namespace| !namespace.is_empty())
-                .is_none_or(|namespace| self.namespace_name_matches(namespace))
+            && self.namespace_name_allowed(request)
+            && self
+                .namespace_selector
+                .as_ref()
+                .is_none_or(|selector| selector.may_match_namespace(request, namespaces))
             && (self.resource_matches(request)
                 || (self.pod_templates
                     && self.matches_pods()
@@ -527,6 +592,96 @@ mod tests {
                 .matches(&request("Pod", "", "a", "CREATE", json!({})), &NoNamespaces)
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_namespace_selector_reads_a_namespace_update_on_the_object_as_the_apiserver_does() {
+        let gold = json!({"metadata": {"name": "team", "labels": {"tier": "gold"}}});
+        let plain = json!({"metadata": {"name": "team"}});
+        let old_gold = |operation: &str, object: Value| {
+            let mut request = request("Namespace", "", "team", operation, object);
+            request.old_object = Some(gold.clone());
+            request
+        };
+        // The apiserver names the namespace updated or deleted in `namespace`; a CREATE
+        // names none.
+        let update_to_plain = old_gold("UPDATE", plain.clone());
+        let update_to_gold = old_gold("UPDATE", gold.clone());
+        let create_gold = request("Namespace", "", "", "CREATE", gold.clone());
+        let mut delete = old_gold("DELETE", Value::Null);
+        delete.object = None;
+        let mut status = old_gold("UPDATE", gold.clone());
+        status.sub_resource = Some("status".into());
+        let pod = request("Pod", "", "team", "CREATE", json!({}));
+        let role = request(
+            "ClusterRole",
+            "rbac.authorization.k8s.io",
+            "",
+            "CREATE",
+            json!({}),
+        );
+        assert_eq!(
+            namespace_labels_of(&update_to_plain),
+            NamespaceLabelsOf::Object(Some(&plain))
+        );
+        assert_eq!(
+            namespace_labels_of(&create_gold),
+            NamespaceLabelsOf::Object(Some(&gold))
+        );
+        assert_eq!(
+            namespace_labels_of(&delete),
+            NamespaceLabelsOf::Namespace("team")
+        );
+        assert_eq!(
+            namespace_labels_of(&status),
+            NamespaceLabelsOf::Namespace("team")
+        );
+        assert_eq!(
+            namespace_labels_of(&pod),
+            NamespaceLabelsOf::Namespace("team")
+        );
+        assert_eq!(namespace_labels_of(&role), NamespaceLabelsOf::NotNamespaced);
+
+        // The namespace as stored still has its old labels.
+        let mut stored = StaticNamespaces::default();
+        stored.insert(
+            "team",
+            [
+                ("tier".to_owned(), "gold".to_owned()),
+                ("kubernetes.io/metadata.name".to_owned(), "team".to_owned()),
+            ]
+            .into(),
+        );
+        let selector = SelectorMatcher::new(&LabelSelector {
+            match_labels: [("tier".to_owned(), "gold".to_owned())].into(),
+            match_expressions: vec![],
+        });
+        for (request, matched) in [
+            (&update_to_plain, false),
+            (&update_to_gold, true),
+            (&create_gold, true),
+            (&delete, true),
+            (&pod, true),
+            (&role, true),
+        ] {
+            assert_eq!(
+                selector.matches_namespace(request, &stored),
+                matched,
+                "{:?} {:?}",
+                request.operation,
+                request.object
+            );
+            // Without the objects, only a request matched on its object may still match.
+            let envelope = AdmissionRequest {
+                object: None,
+                old_object: None,
+                ..request.clone()
+            };
+            assert!(!matched || selector.may_match_namespace(&envelope, &stored));
+        }
+        let mut moved = pod.clone();
+        moved.namespace = Some("elsewhere".into());
+        assert!(!selector.may_match_namespace(&moved, &stored));
     }
 
     #[test]

@@ -269,36 +269,50 @@ impl Engine {
         self.admission_policies.may_run_long(request, endpoint)
     }
 
-    /// Whether some rule may act on `request` at `endpoint`, judged from its envelope alone
-    /// (kind, resource, operation, name, requester; the objects, namespaces and selectors are
-    /// not consulted). When false, [`Engine::evaluate`] could only allow the request unchanged,
-    /// so `serve` does not decode its objects.
-    pub fn wants(&self, request: &AdmissionRequest, endpoint: Endpoint) -> bool {
+    /// Whether some rule may act on `request` at `endpoint`, judged from its envelope (kind,
+    /// resource, operation, name, requester) and the labels of its namespace from
+    /// `namespaces` (namespace selectors, Pod Security's namespace levels); the objects are
+    /// not consulted, so neither are object selectors. When false, [`Engine::evaluate`] with
+    /// the same `namespaces` could only allow the request unchanged, so `serve` does not
+    /// decode its objects.
+    pub fn wants(
+        &self,
+        request: &AdmissionRequest,
+        endpoint: Endpoint,
+        namespaces: &dyn NamespaceLookup,
+    ) -> bool {
         self.policies
             .iter()
-            .any(|policy| policy.wants(request, endpoint))
+            .any(|policy| policy.wants(request, endpoint, namespaces))
             || (endpoint == Endpoint::Validate
-                && !self.pod_security.is_empty()
-                && pod_security::PodSecurityAdmission::wants(request))
-            || self.admission_policies.wants(request, endpoint)
+                && self
+                    .pod_security
+                    .iter()
+                    .any(|admission| admission.wants(request, namespaces)))
+            || self.admission_policies.wants(request, endpoint, namespaces)
     }
 
-    /// Which of the request's objects `serve` decodes, from its envelope alone:
+    /// Which of the request's objects `serve` decodes, from its envelope and `namespaces`:
     /// [`WantedObjects::Neither`] when no rule may act on it ([`Engine::wants`]);
     /// [`WantedObjects::Object`] for an UPDATE that no rule which may act on it reads
     /// `oldObject` of (an expression naming it, an object selector, which also matches the
     /// old labels, or Pod Security on Pods and Namespaces, which compares them); otherwise
-    /// [`WantedObjects::Both`]. [`Engine::evaluate`] decides a request without its
-    /// `oldObject` as it decides it with it when the answer is `Object`.
-    pub fn wanted_objects(&self, request: &AdmissionRequest, endpoint: Endpoint) -> WantedObjects {
-        if !self.wants(request, endpoint) {
+    /// [`WantedObjects::Both`]. [`Engine::evaluate`] with the same `namespaces` decides a
+    /// request without its `oldObject` as it decides it with it when the answer is `Object`.
+    pub fn wanted_objects(
+        &self,
+        request: &AdmissionRequest,
+        endpoint: Endpoint,
+        namespaces: &dyn NamespaceLookup,
+    ) -> WantedObjects {
+        if !self.wants(request, endpoint, namespaces) {
             return WantedObjects::Neither;
         }
         let reads_old_object = request.operation != Operation::Update
             || self
                 .policies
                 .iter()
-                .any(|policy| policy.reads_old_object(request, endpoint))
+                .any(|policy| policy.reads_old_object(request, endpoint, namespaces))
             || (endpoint == Endpoint::Validate
                 && !self.pod_security.is_empty()
                 && pod_security::PodSecurityAdmission::reads_old_object(request))

@@ -181,19 +181,29 @@ impl CompiledPolicy {
     }
 
     /// Whether the policy has rules for `endpoint` that may apply to `request`, from its
-    /// envelope alone (see [`Matcher::may_match`]).
-    pub fn wants(&self, request: &AdmissionRequest, endpoint: Endpoint) -> bool {
+    /// envelope and the labels of its namespace (see [`Matcher::may_match`]).
+    pub fn wants(
+        &self,
+        request: &AdmissionRequest,
+        endpoint: Endpoint,
+        namespaces: &dyn NamespaceLookup,
+    ) -> bool {
         let has_rules = match endpoint {
             Endpoint::Validate => !self.validations.is_empty(),
             Endpoint::Mutate => !self.defaults.is_empty(),
         };
-        has_rules && self.matcher.may_match(request)
+        has_rules && self.matcher.may_match(request, namespaces)
     }
 
     /// Whether the policy may read `request`'s `oldObject` at `endpoint` (see
     /// [`crate::engine::Engine::wanted_objects`]).
-    pub fn reads_old_object(&self, request: &AdmissionRequest, endpoint: Endpoint) -> bool {
-        self.reads_old_object && self.wants(request, endpoint)
+    pub fn reads_old_object(
+        &self,
+        request: &AdmissionRequest,
+        endpoint: Endpoint,
+        namespaces: &dyn NamespaceLookup,
+    ) -> bool {
+        self.reads_old_object && self.wants(request, endpoint, namespaces)
     }
 
     /// Runs every validation rule when the policy matches; violations go where the policy's

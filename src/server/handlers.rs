@@ -230,7 +230,8 @@ async fn admit(state: Arc<AppState>, raw: RawReviewBody, endpoint: Endpoint) -> 
     // The objects are decoded only for a request some rule may act on; the same engine
     // decides it.
     let parsed = match &engine {
-        Some(engine) => raw.parse(&|request| engine.wanted_objects(request, endpoint)),
+        Some(engine) => raw
+            .parse(&|request| engine.wanted_objects(request, endpoint, state.namespaces.as_ref())),
         None => raw.parse(&|_| WantedObjects::Both),
     };
     let body = match parsed {

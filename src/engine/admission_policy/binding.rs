@@ -145,10 +145,34 @@ impl<'a> Evaluation<'a, '_> {
 }
 
 impl PolicyCore {
+    /// Whether [`PolicyCore::dispatch`] with these bindings may visit a binding for
+    /// `request`, or give the policy's configuration error, judged from the request's
+    /// envelope and the labels of its namespace: the matchConstraints may match it, and so
+    /// may some binding's matchResources (any binding, for a policy with a paramKind, whose
+    /// configuration error comes before the bindings are matched).
+    pub(super) fn may_match<B: Bound>(
+        &self,
+        bindings: &[B],
+        request: &AdmissionRequest,
+        namespaces: &dyn NamespaceLookup,
+    ) -> bool {
+        !bindings.is_empty()
+            && self.constraints.may_match(request, namespaces)
+            && (self.param_kind.is_some()
+                || bindings.iter().any(|bound| {
+                    bound
+                        .binding()
+                        .matcher
+                        .as_ref()
+                        .is_none_or(|matcher| matcher.may_match(request, namespaces))
+                }))
+    }
+
     /// The binding dispatch both policy kinds share. When the policy's matchConstraints match
     /// `request`, each binding whose matchResources match is visited once per parameter object
     /// its paramRef finds, or once with the error when they cannot be found. Returns when the
-    /// policy matched (`None`: it did not; a policy that does not match reads no clock), or,
+    /// policy began, when it and a binding matched (`None` otherwise: such a policy
+    /// evaluated nothing, and a policy whose constraints do not match reads no clock), or,
     /// for a matching policy whose paramKind the cluster does not serve, the policy's
     /// configuration error (no binding is visited). The CEL input is built on the first visit
     /// and kept for the request.
@@ -170,11 +194,13 @@ impl PolicyCore {
         {
             return Err(format!("failed to configure policy: {error}"));
         }
+        let mut bound_any = false;
         for bound in bindings {
             let binding = bound.binding();
             if !binding.matches(request, namespaces) {
                 continue;
             }
+            bound_any = true;
             let found = match binding.params(self, params, request) {
                 Ok(found) => found,
                 Err(error) => {
@@ -205,6 +231,6 @@ impl PolicyCore {
                 visit(bound, Ok(evaluation));
             }
         }
-        Ok(Some(started))
+        Ok(bound_any.then_some(started))
     }
 }

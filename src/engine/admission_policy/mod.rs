@@ -298,17 +298,26 @@ impl AdmissionPolicies {
         }
     }
 
-    /// Whether a bound policy that runs on `endpoint` matches the request's resource and
-    /// operation (namespace and object selectors and match conditions are not consulted):
-    /// true for every request a policy runs on.
-    pub fn wants(&self, request: &AdmissionRequest, endpoint: Endpoint) -> bool {
+    /// Whether a bound policy that runs on `endpoint` may match the request, from its
+    /// envelope and the labels of its namespace ([`ResourceMatcher::may_match`] of the
+    /// policy's matchConstraints and of some binding's matchResources; object selectors and
+    /// match conditions are not consulted): true for every request a policy runs on with the
+    /// same `namespaces`.
+    pub fn wants(
+        &self,
+        request: &AdmissionRequest,
+        endpoint: Endpoint,
+        namespaces: &dyn NamespaceLookup,
+    ) -> bool {
         match endpoint {
-            Endpoint::Validate => self.validating.iter().any(|policy| {
-                !policy.bindings.is_empty() && policy.core.constraints.matches_resource(request)
-            }),
-            Endpoint::Mutate => self.mutating.iter().any(|policy| {
-                !policy.bindings.is_empty() && policy.core.constraints.matches_resource(request)
-            }),
+            Endpoint::Validate => self
+                .validating
+                .iter()
+                .any(|policy| policy.core.may_match(&policy.bindings, request, namespaces)),
+            Endpoint::Mutate => self
+                .mutating
+                .iter()
+                .any(|policy| policy.core.may_match(&policy.bindings, request, namespaces)),
         }
     }
 

@@ -2,11 +2,8 @@
 //! object selectors, `resourceRules` (with `*`, `*/*`, `pods/*`, `*/scale`, scope and
 //! `resourceNames`), `excludeResourceRules` first, and `matchPolicy`.
 
-use serde_json::Value;
-
 use crate::admission::{AdmissionRequest, GroupVersionResource, Operation};
 use crate::engine::matching::{SelectorMatcher, same_text};
-use crate::engine::namespaces::namespace_label;
 use crate::engine::{NamespaceLookup, ResourceRule};
 use crate::policy::admission_policy::{MatchPolicy, MatchResources, NamedRule};
 
@@ -171,10 +168,6 @@ fn is_namespaced(request: &AdmissionRequest) -> bool {
     request.namespace.as_deref().is_some_and(|n| !n.is_empty())
 }
 
-fn object_labels(object: Option<&Value>) -> Option<&serde_json::Map<String, Value>> {
-    object?.get("metadata")?.get("labels")?.as_object()
-}
-
 impl ResourceMatcher {
     /// Compiles a `MatchResources` (selectors were checked at load).
     pub fn new(spec: &MatchResources) -> Self {
@@ -217,24 +210,9 @@ impl ResourceMatcher {
         request: &AdmissionRequest,
         namespaces: &dyn NamespaceLookup,
     ) -> bool {
-        let Some(selector) = &self.namespace_selector else {
-            return true;
-        };
-        match request.namespace.as_deref().filter(|n| !n.is_empty()) {
-            None => {
-                // Cluster-scoped: only a Namespace is matched, on its own labels.
-                if request.kind.group.is_empty() && request.kind.kind == "Namespace" {
-                    let labels = object_labels(request.subject());
-                    selector.matches(&|key| labels.and_then(|l| l.get(key)).and_then(Value::as_str))
-                } else {
-                    true
-                }
-            }
-            Some(namespace) => {
-                let labels = namespaces.labels_ref(namespace);
-                selector.matches(&|key| namespace_label(labels.as_ref(), namespace, key))
-            }
-        }
+        self.namespace_selector
+            .as_ref()
+            .is_none_or(|selector| selector.matches_namespace(request, namespaces))
     }
 
     fn object_matches(&self, request: &AdmissionRequest) -> bool {
@@ -264,6 +242,19 @@ impl ResourceMatcher {
     pub fn matches_resource(&self, request: &AdmissionRequest) -> bool {
         !self.any_rule(&self.exclude, request)
             && (self.include.is_empty() || self.any_rule(&self.include, request))
+    }
+
+    /// Whether the request may be matched, judged from its envelope and the labels of its
+    /// namespace: its resource and operation, and the `namespaceSelector` against
+    /// `namespaces` where it reads them there; true for every request
+    /// [`ResourceMatcher::matches`] matches with the same `namespaces` (the object selector
+    /// and a Namespace's own labels need the objects).
+    pub fn may_match(&self, request: &AdmissionRequest, namespaces: &dyn NamespaceLookup) -> bool {
+        self.matches_resource(request)
+            && self
+                .namespace_selector
+                .as_ref()
+                .is_none_or(|selector| selector.may_match_namespace(request, namespaces))
     }
 
     /// The webhook rules that reach every request this matcher can match.

@@ -120,6 +120,26 @@ pub struct NamespacePolicy {
     pub warn: LevelVersion,
 }
 
+/// What upstream's `ValidatePodController` decides of a workload from its namespace and
+/// requester, before reading the object.
+enum ControllerPolicy {
+    /// Exempt, by `namespace` or `user`: only the exemption is recorded.
+    Exempt(&'static str),
+    /// Warn and audit are both privileged: nothing is checked or recorded.
+    Unchecked,
+    /// The pod template is checked against the policy (with its label errors).
+    Checked(NamespacePolicy, Vec<LabelError>),
+}
+
+/// The subresource the client asked for, which upstream reads.
+fn requested_subresource(request: &AdmissionRequest) -> &str {
+    request
+        .request_sub_resource
+        .as_deref()
+        .or(request.sub_resource.as_deref())
+        .unwrap_or("")
+}
+
 impl NamespacePolicy {
     /// Every mode is privileged: nothing to check.
     pub fn fully_privileged(&self) -> bool {
@@ -370,12 +390,7 @@ impl PodSecurityAdmission {
         if !matches!(request.operation, Operation::Create | Operation::Update) {
             return;
         }
-        // Upstream reads the subresource the client asked for.
-        let subresource = request
-            .request_sub_resource
-            .as_deref()
-            .or(request.sub_resource.as_deref())
-            .unwrap_or("");
+        let subresource = requested_subresource(request);
         let resource = &request.resource;
         match (resource.group.as_str(), resource.resource.as_str()) {
             ("", "namespaces") => self.validate_namespace(request, subresource, decision),
@@ -394,14 +409,31 @@ impl PodSecurityAdmission {
         }
     }
 
-    /// Whether [`PodSecurityAdmission::evaluate`] looks at `request` at all: CREATE and UPDATE
-    /// of namespaces, pods and the workload resources with pod templates.
-    pub fn wants(request: &AdmissionRequest) -> bool {
-        matches!(request.operation, Operation::Create | Operation::Update) && {
-            let resource = &request.resource;
-            match (resource.group.as_str(), resource.resource.as_str()) {
-                ("", "namespaces" | "pods") => true,
-                (group, name) => workload_template(group, name).is_some(),
+    /// Whether [`PodSecurityAdmission::evaluate`] may record anything for `request`, judged
+    /// from its envelope and the labels of its namespace from `namespaces` (the same lookup
+    /// `evaluate` is given): CREATE and UPDATE of a Namespace, of a Pod (not through the
+    /// subresources upstream ignores), and of a workload with a pod template, unless its
+    /// namespace's warn and audit levels are both privileged.
+    pub fn wants(&self, request: &AdmissionRequest, namespaces: &dyn NamespaceLookup) -> bool {
+        if !matches!(request.operation, Operation::Create | Operation::Update) {
+            return false;
+        }
+        let subresource = requested_subresource(request);
+        let resource = &request.resource;
+        match (resource.group.as_str(), resource.resource.as_str()) {
+            ("", "namespaces") => subresource.is_empty(),
+            ("", "pods") => {
+                !IGNORED_POD_SUBRESOURCES.contains(&subresource)
+                    && request.kind.group.is_empty()
+                    && request.kind.kind == "Pod"
+            }
+            (group, name) => {
+                workload_template(group, name).is_some()
+                    && subresource.is_empty()
+                    && !matches!(
+                        self.controller_policy(request, namespaces),
+                        ControllerPolicy::Unchecked
+                    )
             }
         }
     }
@@ -584,23 +616,14 @@ impl PodSecurityAdmission {
         if !subresource.is_empty() {
             return;
         }
-        let namespace = request.namespace.as_deref().unwrap_or("");
-        if self.exempt_namespace(namespace) {
-            annotate(decision, EXEMPT_ANNOTATION, "namespace".into());
-            return;
-        }
-        if self.exempt_user(&request.user_info.username) {
-            annotate(decision, EXEMPT_ANNOTATION, "user".into());
-            return;
-        }
-        let labels = namespaces.labels_ref(namespace);
-        let (policy, errors) = self.resolve_policy(|key| labels.as_ref()?.get(key));
-        if errors.is_empty()
-            && policy.warn.level == Level::Privileged
-            && policy.audit.level == Level::Privileged
-        {
-            return;
-        }
+        let (policy, errors) = match self.controller_policy(request, namespaces) {
+            ControllerPolicy::Exempt(why) => {
+                annotate(decision, EXEMPT_ANNOTATION, why.into());
+                return;
+            }
+            ControllerPolicy::Unchecked => return,
+            ControllerPolicy::Checked(policy, errors) => (policy, errors),
+        };
         let Some((metadata, spec)) = request
             .object
             .as_ref()
@@ -609,6 +632,30 @@ impl PodSecurityAdmission {
             return;
         };
         self.evaluate_pod(&policy, &errors, metadata, spec, false, decision);
+    }
+
+    /// What upstream's `ValidatePodController` decides before it reads the object.
+    fn controller_policy(
+        &self,
+        request: &AdmissionRequest,
+        namespaces: &dyn NamespaceLookup,
+    ) -> ControllerPolicy {
+        let namespace = request.namespace.as_deref().unwrap_or("");
+        if self.exempt_namespace(namespace) {
+            return ControllerPolicy::Exempt("namespace");
+        }
+        if self.exempt_user(&request.user_info.username) {
+            return ControllerPolicy::Exempt("user");
+        }
+        let labels = namespaces.labels_ref(namespace);
+        let (policy, errors) = self.resolve_policy(|key| labels.as_ref()?.get(key));
+        if errors.is_empty()
+            && policy.warn.level == Level::Privileged
+            && policy.audit.level == Level::Privileged
+        {
+            return ControllerPolicy::Unchecked;
+        }
+        ControllerPolicy::Checked(policy, errors)
     }
 
     /// Upstream's `EvaluatePod`: the enforce level only when `enforce`; each level and version
