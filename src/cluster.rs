@@ -3,24 +3,46 @@
 //! `namespaceObject`.
 //!
 //! A reflector lists and watches Namespaces into a [`Store`] (without their `managedFields`,
-//! which nothing reads); lookups on the request path read that store only, never the API. Watch errors are logged and retried with backoff; the store
-//! keeps the last complete list meanwhile. RBAC: `get`, `list` and `watch` on `namespaces`.
+//! which nothing reads); lookups on the request path read that store. A namespace it does not
+//! hold (one created a moment ago, whose watch event has not arrived) is got from the API once
+//! before the request is decided, as the apiserver's own namespace lister falls back to a
+//! read ([`NamespaceLookup::fetch`]); the answer, found or not, is kept for
+//! [`FETCHED_TTL`]. Watch errors are logged and retried with backoff; the store keeps the last
+//! complete list meanwhile. RBAC: `get`, `list` and `watch` on `namespaces`.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::pin::pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::config::{InClusterError, KubeConfigOptions, Kubeconfig, KubeconfigError};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Config};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use tokio::task::JoinHandle;
 
+use crate::authorization::ResultLabels;
 use crate::engine::{
-    Labels, NamespaceLabels, NamespaceLookup, namespace_object, partial_namespace_object,
+    FetchFuture, Labels, NamespaceLabels, NamespaceLookup, namespace_object,
+    partial_namespace_object,
 };
+
+/// How long a namespace got from the API ([`NamespaceLookup::fetch`]), or the answer that it
+/// does not exist or could not be had, is used before it is asked for again. The watch
+/// delivers a new namespace within milliseconds; its store is read first.
+pub const FETCHED_TTL: Duration = Duration::from_secs(10);
+
+/// The longest a read of one namespace may take, whatever the request's deadline.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The most namespaces kept from reads at once; past it, expired ones are dropped, and all
+/// when none has expired.
+const FETCHED_MAX: usize = 1024;
 
 /// The label the apiserver sets on every namespace to its name.
 const NAME_LABEL: &str = "kubernetes.io/metadata.name";
@@ -81,12 +103,27 @@ pub enum ClusterError {
     Client(#[from] kube::Error),
 }
 
-/// Namespaces (labels and `namespaceObject`) from a reflector [`Store`]. Cheap to clone;
-/// clones share the store.
+/// Namespaces (labels and `namespaceObject`) from a reflector [`Store`], and from reads of
+/// the API for those it does not hold yet. Cheap to clone; clones share the store.
 #[derive(Clone)]
 pub struct NamespaceCache {
     store: Store<Namespace>,
     synced: Arc<AtomicBool>,
+    fetcher: Option<Arc<Fetcher>>,
+}
+
+/// Reads of single namespaces the store does not hold, and their answers.
+struct Fetcher {
+    api: Api<Namespace>,
+    fetched: Mutex<HashMap<String, Fetched>>,
+    /// Reads by result: `found`, `not_found`, `error` or `timeout`.
+    results: Family<ResultLabels, Counter>,
+}
+
+/// What a read of one namespace gave, and when.
+struct Fetched {
+    at: Instant,
+    namespace: Option<Arc<Namespace>>,
 }
 
 impl NamespaceCache {
@@ -95,15 +132,29 @@ impl NamespaceCache {
         NamespaceCache {
             store,
             synced: Arc::new(AtomicBool::new(false)),
+            fetcher: None,
         }
     }
 
+    /// The same cache, reading a namespace the store does not hold through `client` (get
+    /// on `namespaces`), counting the reads in `results`.
+    #[must_use]
+    pub fn with_reads(mut self, client: Client, results: Family<ResultLabels, Counter>) -> Self {
+        self.fetcher = Some(Arc::new(Fetcher {
+            api: Api::all(client),
+            fetched: Mutex::new(HashMap::new()),
+            results,
+        }));
+        self
+    }
+
     /// Starts a reflector over the cluster's Namespaces (list, then watch; read-only) and
-    /// returns the cache it fills and the task driving it, which runs until aborted.
+    /// returns the cache it fills (reading through `client` what it does not hold yet,
+    /// counted in `reads`) and the task driving it, which runs until aborted.
     /// Errors are logged and retried with exponential backoff; they never end the task.
-    pub fn spawn(client: Client) -> (Self, JoinHandle<()>) {
+    pub fn spawn(client: Client, reads: Family<ResultLabels, Counter>) -> (Self, JoinHandle<()>) {
         let (store, writer) = reflector::store::<Namespace>();
-        let cache = NamespaceCache::new(store);
+        let cache = NamespaceCache::new(store).with_reads(client.clone(), reads);
         let events = reflector::reflector(
             writer,
             watcher(
@@ -133,11 +184,66 @@ impl NamespaceCache {
     pub fn is_synced(&self) -> bool {
         self.synced.load(Ordering::SeqCst)
     }
+
+    /// Namespace `name` from the store, or else from a read of the API that is still fresh.
+    fn get(&self, name: &str) -> Option<Arc<Namespace>> {
+        self.store
+            .get(&ObjectRef::new(name))
+            .or_else(|| self.fetcher.as_ref()?.fetched(name)?)
+    }
+}
+
+impl Fetcher {
+    /// The fresh answer of a read of `name`: `Some(None)` when it found nothing.
+    fn fetched(&self, name: &str) -> Option<Option<Arc<Namespace>>> {
+        let fetched = self.fetched.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = fetched.get(name)?;
+        (entry.at.elapsed() < FETCHED_TTL).then(|| entry.namespace.clone())
+    }
+
+    /// Reads namespace `name`, for at most `timeout`, and keeps the answer.
+    async fn fetch(&self, name: &str, timeout: Duration) {
+        let (namespace, result) = match tokio::time::timeout(timeout, self.api.get_opt(name)).await
+        {
+            Ok(Ok(Some(mut namespace))) => {
+                namespace.metadata.managed_fields = None;
+                (Some(Arc::new(namespace)), "found")
+            }
+            Ok(Ok(None)) => (None, "not_found"),
+            Ok(Err(error)) => {
+                tracing::warn!(%error, namespace = name, "reading a namespace the watch does not hold yet failed");
+                (None, "error")
+            }
+            Err(_) => {
+                tracing::warn!(
+                    namespace = name,
+                    ?timeout,
+                    "reading a namespace the watch does not hold yet timed out"
+                );
+                (None, "timeout")
+            }
+        };
+        self.results.get_or_create(&ResultLabels { result }).inc();
+        let mut fetched = self.fetched.lock().unwrap_or_else(|e| e.into_inner());
+        if fetched.len() >= FETCHED_MAX {
+            fetched.retain(|_, entry| entry.at.elapsed() < FETCHED_TTL);
+            if fetched.len() >= FETCHED_MAX {
+                fetched.clear();
+            }
+        }
+        fetched.insert(
+            name.to_owned(),
+            Fetched {
+                at: Instant::now(),
+                namespace,
+            },
+        );
+    }
 }
 
 impl NamespaceLookup for NamespaceCache {
     fn labels(&self, name: &str) -> Option<Labels> {
-        let namespace = self.store.get(&ObjectRef::new(name))?;
+        let namespace = self.get(name)?;
         let mut labels: Labels = namespace.metadata.labels.clone().unwrap_or_default();
         // The apiserver sets it on every namespace; objects from older servers may lack it.
         labels.insert(NAME_LABEL.to_owned(), name.to_owned());
@@ -145,21 +251,39 @@ impl NamespaceLookup for NamespaceCache {
     }
 
     fn labels_ref<'a>(&'a self, name: &'a str) -> Option<NamespaceLabels<'a>> {
-        let namespace = self.store.get(&ObjectRef::new(name))?;
+        let namespace = self.get(name)?;
         Some(NamespaceLabels::Shared(namespace, name))
     }
 
     /// The stored Namespace as the apiserver gives it to CEL, built from the shared object
-    /// (nothing else is copied); a namespace not (yet) in the store has its name and the
-    /// name label only.
+    /// (nothing else is copied); a namespace neither in the store nor read has its name and
+    /// the name label only.
     fn namespace_object(&self, name: &str) -> serde_json::Value {
-        match self.store.get(&ObjectRef::new(name)) {
+        match self.get(name) {
             Some(namespace) => namespace_object(&namespace),
             None => partial_namespace_object(
                 name,
                 Labels::from([(NAME_LABEL.to_owned(), name.to_owned())]),
             ),
         }
+    }
+
+    /// Whether `name` is neither in the store nor freshly read, with a client to read it.
+    fn fetches(&self, name: &str) -> bool {
+        self.fetcher.as_ref().is_some_and(|fetcher| {
+            !name.is_empty()
+                && self.store.get(&ObjectRef::new(name)).is_none()
+                && fetcher.fetched(name).is_none()
+        })
+    }
+
+    fn fetch<'a>(&'a self, name: &'a str, deadline: Instant) -> FetchFuture<'a> {
+        Box::pin(async move {
+            if let Some(fetcher) = &self.fetcher {
+                let left = deadline.saturating_duration_since(Instant::now());
+                fetcher.fetch(name, left.min(FETCH_TIMEOUT)).await;
+            }
+        })
     }
 }
 
@@ -174,6 +298,65 @@ async fn drive<S: WatchStreamExt<Item = Result<watcher::Event<Namespace>, watche
         if let Err(error) = event {
             tracing::warn!(%error, "namespace watch failed; retrying with backoff");
         }
+    }
+}
+
+/// A kube API on no network for tests: `GET /api/v1/namespaces/NAME` answers the namespace
+/// given for NAME, never answers for `slow`, and is a 404 otherwise.
+#[cfg(test)]
+pub(crate) mod fake_api {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use kube::Client;
+    use kube::client::Body;
+
+    /// A client whose API holds `namespaces` (JSON objects by name), and the count of requests
+    /// it was sent.
+    pub(crate) fn client(namespaces: &[(&str, serde_json::Value)]) -> (Client, Arc<AtomicUsize>) {
+        let namespaces: Arc<HashMap<String, Vec<u8>>> = Arc::new(
+            namespaces
+                .iter()
+                .map(|(name, object)| ((*name).to_owned(), object.to_string().into_bytes()))
+                .collect(),
+        );
+        let requests = Arc::new(AtomicUsize::new(0));
+        let counted = requests.clone();
+        let service = tower::service_fn(move |request: http::Request<Body>| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let namespaces = namespaces.clone();
+            async move {
+                let name = request
+                    .uri()
+                    .path()
+                    .strip_prefix("/api/v1/namespaces/")
+                    .unwrap_or_default()
+                    .to_owned();
+                if name == "slow" {
+                    std::future::pending::<()>().await;
+                }
+                let (status, body) = match namespaces.get(&name) {
+                    Some(object) => (200, object.clone()),
+                    None => (
+                        404,
+                        serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                            "reason": "NotFound", "code": 404,
+                            "message": format!("namespaces \"{name}\" not found")})
+                        .to_string()
+                        .into_bytes(),
+                    ),
+                };
+                Ok::<_, std::convert::Infallible>(
+                    http::Response::builder()
+                        .status(status)
+                        .header("content-type", "application/json")
+                        .body(Body::from(body))
+                        .unwrap(),
+                )
+            }
+        });
+        (Client::new(service, "default"), requests)
     }
 }
 
@@ -362,5 +545,76 @@ mod tests {
         let source = ClusterSource::Kubeconfig(PathBuf::from("/nonexistent/kubeconfig"));
         let error = source.client().await.err().expect("no such file");
         assert!(error.to_string().starts_with("kubeconfig: "), "{error}");
+    }
+
+    fn read_results(family: &Family<ResultLabels, Counter>, result: &'static str) -> u64 {
+        family.get_or_create(&ResultLabels { result }).get()
+    }
+
+    #[tokio::test]
+    async fn a_namespace_the_watch_does_not_hold_is_read_once_and_kept() {
+        let mut writer = Writer::<Namespace>::default();
+        let fresh = json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "fresh", "uid": "f1",
+                "labels": {"pod-security.kubernetes.io/enforce": "privileged"},
+                "managedFields": [{"manager": "kubectl"}]},
+            "status": {"phase": "Active"}});
+        let (client, requests) = fake_api::client(&[("fresh", fresh)]);
+        let results = Family::<ResultLabels, Counter>::default();
+        let cache = NamespaceCache::new(writer.as_reader()).with_reads(client, results.clone());
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitApply(namespace("listed", &[])));
+        writer.apply_watcher_event(&Event::InitDone);
+        let deadline = || Instant::now() + Duration::from_secs(5);
+
+        // Held by the watch: nothing to read.
+        assert!(!cache.fetches("listed"));
+        assert!(!cache.fetches(""));
+        // Not held yet: unknown until read, then its labels and object, without managedFields.
+        assert!(cache.fetches("fresh"));
+        assert_eq!(cache.labels("fresh"), None);
+        cache.fetch("fresh", deadline()).await;
+        assert_eq!(
+            cache.labels("fresh"),
+            Some(labels(&[
+                ("kubernetes.io/metadata.name", "fresh"),
+                ("pod-security.kubernetes.io/enforce", "privileged"),
+            ]))
+        );
+        let object = cache.namespace_object("fresh");
+        assert_eq!(object["metadata"]["uid"], "f1", "{object}");
+        assert_eq!(object["status"]["phase"], "Active", "{object}");
+        assert!(!cache.fetches("fresh"), "kept for a while");
+        // The watch's object, once it arrives, comes first.
+        writer.apply_watcher_event(&Event::Apply(namespace(
+            "fresh",
+            &[("pod-security.kubernetes.io/enforce", "baseline")],
+        )));
+        assert_eq!(
+            cache
+                .labels_ref("fresh")
+                .unwrap()
+                .get("pod-security.kubernetes.io/enforce"),
+            Some("baseline")
+        );
+
+        // A namespace the API does not have either is not asked for again for a while.
+        assert!(cache.fetches("ghost"));
+        cache.fetch("ghost", deadline()).await;
+        assert_eq!(cache.labels("ghost"), None);
+        assert!(!cache.fetches("ghost"));
+        // A read that does not answer ends at the deadline, and is kept as unknown.
+        cache
+            .fetch("slow", Instant::now() + Duration::from_millis(50))
+            .await;
+        assert_eq!(cache.labels("slow"), None);
+        assert!(!cache.fetches("slow"));
+
+        assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 3);
+        assert_eq!(read_results(&results, "found"), 1);
+        assert_eq!(read_results(&results, "not_found"), 1);
+        assert_eq!(read_results(&results, "timeout"), 1);
+        // Without a client, nothing is read.
+        assert!(!NamespaceCache::new(writer.as_reader()).fetches("other"));
     }
 }

@@ -10,7 +10,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::authorization::AuthorizerMetrics;
+use crate::authorization::{AuthorizerMetrics, ResultLabels};
 
 /// Labels of `portcullis_admission_requests_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -137,6 +137,8 @@ pub struct Metrics {
     pub type_checking_warnings: Family<PolicyNameLabels, Gauge>,
     /// SubjectAccessReviews for CEL `authorizer` checks and their cache.
     pub authorizer: AuthorizerMetrics,
+    /// Reads of namespaces the namespace watch did not hold yet, by result.
+    pub namespace_reads: Family<ResultLabels, Counter>,
     /// Per endpoint, the series of `requests` for an admission allowed with code 200 and of
     /// `duration`, once first used: most requests count there, and a handle skips the
     /// family's lock and label hashing. Created on first use, as `get_or_create` would, so
@@ -235,6 +237,13 @@ impl Metrics {
              binding) took to evaluate",
             policy_duration.clone(),
         );
+        let namespace_reads = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "portcullis_namespace_reads",
+            "Reads of a namespace the namespace watch did not hold yet, before deciding a \
+             request in it, by result (found, not_found, error, timeout)",
+            namespace_reads.clone(),
+        );
         let authorizer = AuthorizerMetrics::default();
         registry.register(
             "portcullis_authorizer_reviews",
@@ -250,6 +259,7 @@ impl Metrics {
         Metrics {
             registry,
             authorizer,
+            namespace_reads,
             type_checking_warnings,
             policy_evaluations,
             policy_duration,

@@ -30,8 +30,8 @@ pub use crate::vocabulary::Action;
 pub use admission_policy::{ExpressionWarning, ParamLookup, ParamNeed};
 pub use decision::{Decision, DenialStatus, PolicyOutcome, Violation, audit_annotation_key};
 pub use namespaces::{
-    Labels, NamespaceLabels, NamespaceLookup, NoNamespaces, StaticNamespaces, namespace_object,
-    partial_namespace_object,
+    FetchFuture, Labels, NamespaceLabels, NamespaceLookup, NoNamespaces, StaticNamespaces,
+    namespace_object, partial_namespace_object,
 };
 pub use native::CompiledPolicy;
 pub use pod_specs::{CONTAINER_LISTS, PodSpecLocation, pod_spec, pod_spec_location};
@@ -322,6 +322,15 @@ impl Engine {
         } else {
             WantedObjects::Object
         }
+    }
+
+    /// Whether some rule may read the labels or the object of a request's namespace: any
+    /// rule at all, since native policies, Pod Security and admission policies all may. A
+    /// request in a namespace the lookup does not hold yet is worth reading it for only then.
+    pub fn reads_namespaces(&self) -> bool {
+        !(self.policies.is_empty()
+            && self.pod_security.is_empty()
+            && self.admission_policies.is_empty())
     }
 
     /// The paramKinds of bound admission policies with their bindings' paramRefs: what

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -39,7 +40,24 @@ pub trait NamespaceLookup: Send + Sync {
     fn namespace_object(&self, name: &str) -> Value {
         partial_namespace_object(name, self.labels_or_default(name))
     }
+
+    /// Whether namespace `name` is one the lookup does not hold but could get
+    /// ([`NamespaceLookup::fetch`]): a namespace the cluster's watch has not delivered yet.
+    /// By default, false.
+    fn fetches(&self, _name: &str) -> bool {
+        false
+    }
+
+    /// Gets namespace `name` where it comes from, giving up at `deadline`; afterwards the
+    /// lookups answer with it (or, when it does not exist or could not be had, as before, for a
+    /// while). By default, nothing to do.
+    fn fetch<'a>(&'a self, _name: &'a str, _deadline: Instant) -> FetchFuture<'a> {
+        Box::pin(std::future::ready(()))
+    }
 }
+
+/// What [`NamespaceLookup::fetch`] returns.
+pub type FetchFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
 
 /// The labels of a namespace as a [`NamespaceLookup`] holds them.
 #[derive(Debug, Clone)]

@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::{AdmissionReviewBody, ApiError, AppState, OnError, RawReviewBody};
 use crate::admission::{AdmissionRequest, AdmissionResponse, WantedObjects, encode_review};
-use crate::engine::{Decision, Endpoint, Engine, EvalContext, EvalError};
+use crate::engine::{Decision, Endpoint, Engine, EvalContext, EvalError, NamespaceLookup};
 use crate::metrics::EndpointLabel;
 
 pub(super) async fn validate(State(state): State<Arc<AppState>>, body: RawReviewBody) -> Response {
@@ -220,6 +220,25 @@ fn lower_thread_priority() {
     }
 }
 
+/// The namespace of `request` to read before deciding it: one `namespaces` does not hold
+/// yet but can read ([`NamespaceLookup::fetches`]), when `engine` has rules that may read it.
+/// A request on `namespaces` itself is matched on its own labels and has no
+/// `namespaceObject`, so it reads none.
+fn namespace_to_read<'r>(
+    engine: Option<&Engine>,
+    namespaces: &dyn NamespaceLookup,
+    request: &'r AdmissionRequest,
+) -> Option<&'r str> {
+    let namespace = request
+        .namespace
+        .as_deref()
+        .filter(|name| !name.is_empty())?;
+    (engine.is_some_and(Engine::reads_namespaces)
+        && request.resource.resource != "namespaces"
+        && namespaces.fetches(namespace))
+    .then_some(namespace)
+}
+
 /// The reason given when no evaluation slot freed up before the request's deadline.
 const NO_EVALUATION_SLOT: &str =
     "every evaluation slot was busy until the deadline (--max-concurrent-evaluations)";
@@ -227,17 +246,33 @@ const NO_EVALUATION_SLOT: &str =
 async fn admit(state: Arc<AppState>, raw: RawReviewBody, endpoint: Endpoint) -> Response {
     let started = Instant::now();
     let engine = state.engine.load_full();
+    let namespaces = state.namespaces.as_ref();
+    // A namespace the watch has not delivered yet is read before deciding a request in it,
+    // as the apiserver's lister falls back to a read; until then nothing can be told from its
+    // labels, so the objects are decoded.
+    let reads_namespace_first = |request: &AdmissionRequest| {
+        namespace_to_read(engine.as_deref(), namespaces, request).is_some()
+    };
     // The objects are decoded only for a request some rule may act on; the same engine
     // decides it.
     let parsed = match &engine {
-        Some(engine) => raw
-            .parse(&|request| engine.wanted_objects(request, endpoint, state.namespaces.as_ref())),
+        Some(engine) => raw.parse(&|request| {
+            if reads_namespace_first(request) {
+                WantedObjects::Both
+            } else {
+                engine.wanted_objects(request, endpoint, namespaces)
+            }
+        }),
         None => raw.parse(&|_| WantedObjects::Both),
     };
     let body = match parsed {
         Ok(body) => body,
         Err(error) => return error.into_response(),
     };
+    if let Some(namespace) = namespace_to_read(engine.as_deref(), namespaces, &body.review.request)
+    {
+        namespaces.fetch(namespace, body.deadline).await;
+    }
     let (decided, body) = match engine {
         Some(_) if body.review.objects_skipped => {
             let decided = Decided::unwanted(&body.review.request.uid);
@@ -337,6 +372,76 @@ fn endpoint_label(endpoint: Endpoint) -> EndpointLabel {
 mod tests {
     use super::*;
     use crate::server::RequestSettings;
+
+    /// Sends `body` to `/validate` and returns the response's `allowed`.
+    async fn allowed(router: &axum::Router, body: &[u8]) -> bool {
+        use tower::ServiceExt;
+        let request = axum::http::Request::post("/validate")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(axum::body::Body::from(body.to_vec()))
+            .unwrap();
+        let response = router.clone().oneshot(request).await.unwrap();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let review: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        review["response"]["allowed"].as_bool().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_namespace_the_watch_does_not_hold_yet_is_read_before_deciding() {
+        // Pod Security enforces baseline by default; namespace `shop`, which the watch has
+        // not delivered yet, is labelled privileged in the cluster.
+        let body = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/reviews/pod-create-privileged.json"
+        ))
+        .unwrap();
+        let shop = serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "shop", "labels": {
+                "pod-security.kubernetes.io/enforce": "privileged",
+                "pod-security.kubernetes.io/warn": "privileged",
+                "pod-security.kubernetes.io/audit": "privileged"}}});
+        let (client, requests) = crate::cluster::fake_api::client(&[("shop", shop)]);
+        let (store, _writer) = kube::runtime::reflector::store();
+        let with_reads = |client| {
+            let mut state = AppState::new(Engine::builtin(), RequestSettings::default());
+            state.namespaces = Arc::new(
+                crate::cluster::NamespaceCache::new(store.clone())
+                    .with_reads(client, state.metrics.namespace_reads.clone()),
+            );
+            state
+        };
+        let state = with_reads(client);
+        let metrics = state.metrics.clone();
+        let router = crate::server::webhook_router(state);
+        assert!(
+            allowed(&router, &body).await,
+            "privileged where the cluster says so"
+        );
+        assert!(allowed(&router, &body).await);
+        assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert!(
+            metrics
+                .encode()
+                .contains(r#"portcullis_namespace_reads_total{result="found"} 1"#)
+        );
+
+        // The same namespace unknown to the cluster too: the defaults, baseline, refuse.
+        let (client, requests) = crate::cluster::fake_api::client(&[]);
+        let router = crate::server::webhook_router(with_reads(client));
+        assert!(!allowed(&router, &body).await);
+        assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // An engine without rules reads nothing.
+        let (client, requests) = crate::cluster::fake_api::client(&[]);
+        let mut state = AppState::new(Engine::empty(), RequestSettings::default());
+        state.namespaces = Arc::new(
+            crate::cluster::NamespaceCache::new(store.clone())
+                .with_reads(client, state.metrics.namespace_reads.clone()),
+        );
+        assert!(allowed(&crate::server::webhook_router(state), &body).await);
+        assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 0);
+    }
 
     #[test]
     fn a_panicking_rule_gets_the_on_error_answer_and_is_counted() {

@@ -207,7 +207,7 @@ pub async fn start_with(
         params
     });
     let namespaces = sources.cluster.map(|client| {
-        let (cache, task) = NamespaceCache::spawn(client);
+        let (cache, task) = NamespaceCache::spawn(client, state.metrics.namespace_reads.clone());
         background.push(AbortOnDrop(task));
         state.namespaces = Arc::new(cache.clone());
         cache
