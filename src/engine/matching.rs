@@ -140,8 +140,9 @@ pub enum NamespaceLabelsOf<'r> {
     /// Nowhere: the request is cluster-scoped and not on `namespaces`, and a namespace
     /// selector matches it.
     NotNamespaced,
-    /// The namespace in the request's object (or, for a request on `namespaces` that names no
-    /// namespace, such as one built offline, the object it is about).
+    /// The labels of the Namespace in the request's object (or, for a request on
+    /// `namespaces` that names no namespace, such as one built offline, in the object it is
+    /// about).
     Object(Option<&'r Value>),
     /// Namespace `name`, as the namespace lookup has it.
     Namespace(&'r str),
