@@ -11,6 +11,8 @@
 //! complete list meanwhile. RBAC: `get`, `list` and `watch` on `namespaces`.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::hash::Hash;
 use std::path::{Path, PathBuf};
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,12 +39,77 @@ use crate::engine::{
 /// delivers a new namespace within milliseconds; its store is read first.
 pub const FETCHED_TTL: Duration = Duration::from_secs(10);
 
-/// The longest a read of one namespace may take, whatever the request's deadline.
-const FETCH_TIMEOUT: Duration = Duration::from_secs(1);
+/// The longest a read of one object may take, whatever the request's deadline, as the
+/// apiserver allows its own reads on a cache miss.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// The most namespaces kept from reads at once; past it, expired ones are dropped, and all
+/// The most answers a [`ReadAnswers`] keeps at once; past it, expired ones are dropped, and all
 /// when none has expired.
-const FETCHED_MAX: usize = 1024;
+const READ_ANSWERS_MAX: usize = 1024;
+
+/// The answers of reads of single objects that a watch did not hold yet, by key, each used for
+/// [`FETCHED_TTL`]: the object, or `None` when there was none or the read failed.
+pub(crate) struct ReadAnswers<K, T> {
+    answers: Mutex<HashMap<K, (Instant, Option<T>)>>,
+    /// Reads by result: `found`, `not_found`, `error` or `timeout`.
+    results: Family<ResultLabels, Counter>,
+}
+
+impl<K: Hash + Eq, T: Clone> ReadAnswers<K, T> {
+    /// No answers yet; reads are counted in `results`.
+    pub(crate) fn new(results: Family<ResultLabels, Counter>) -> Self {
+        ReadAnswers {
+            answers: Mutex::new(HashMap::new()),
+            results,
+        }
+    }
+
+    /// The fresh answer for `key`: `Some(None)` when the read found nothing.
+    pub(crate) fn fresh(&self, key: &K) -> Option<Option<T>> {
+        let answers = self.answers.lock().unwrap_or_else(|e| e.into_inner());
+        let (at, answer) = answers.get(key)?;
+        (at.elapsed() < FETCHED_TTL).then(|| answer.clone())
+    }
+
+    /// Awaits `read` for at most `timeout`, keeps what it gave under `key` (made into the
+    /// kept form by `keep`), and counts it. Failures are logged with `what` and `name`.
+    pub(crate) async fn read<O>(
+        &self,
+        key: K,
+        what: &str,
+        name: &str,
+        timeout: Duration,
+        read: impl Future<Output = Result<Option<O>, kube::Error>>,
+        keep: impl FnOnce(O) -> Option<T>,
+    ) {
+        let (answer, result) = match tokio::time::timeout(timeout, read).await {
+            Ok(Ok(Some(object))) => (keep(object), "found"),
+            Ok(Ok(None)) => (None, "not_found"),
+            Ok(Err(error)) => {
+                tracing::warn!(%error, what, name, "reading an object the watch does not hold yet failed");
+                (None, "error")
+            }
+            Err(_) => {
+                tracing::warn!(
+                    what,
+                    name,
+                    ?timeout,
+                    "reading an object the watch does not hold yet timed out"
+                );
+                (None, "timeout")
+            }
+        };
+        self.results.get_or_create(&ResultLabels { result }).inc();
+        let mut answers = self.answers.lock().unwrap_or_else(|e| e.into_inner());
+        if answers.len() >= READ_ANSWERS_MAX {
+            answers.retain(|_, (at, _)| at.elapsed() < FETCHED_TTL);
+            if answers.len() >= READ_ANSWERS_MAX {
+                answers.clear();
+            }
+        }
+        answers.insert(key, (Instant::now(), answer));
+    }
+}
 
 /// The label the apiserver sets on every namespace to its name.
 const NAME_LABEL: &str = "kubernetes.io/metadata.name";
@@ -115,15 +182,7 @@ pub struct NamespaceCache {
 /// Reads of single namespaces the store does not hold, and their answers.
 struct Fetcher {
     api: Api<Namespace>,
-    fetched: Mutex<HashMap<String, Fetched>>,
-    /// Reads by result: `found`, `not_found`, `error` or `timeout`.
-    results: Family<ResultLabels, Counter>,
-}
-
-/// What a read of one namespace gave, and when.
-struct Fetched {
-    at: Instant,
-    namespace: Option<Arc<Namespace>>,
+    answers: ReadAnswers<String, Arc<Namespace>>,
 }
 
 impl NamespaceCache {
@@ -142,8 +201,7 @@ impl NamespaceCache {
     pub fn with_reads(mut self, client: Client, results: Family<ResultLabels, Counter>) -> Self {
         self.fetcher = Some(Arc::new(Fetcher {
             api: Api::all(client),
-            fetched: Mutex::new(HashMap::new()),
-            results,
+            answers: ReadAnswers::new(results),
         }));
         self
     }
@@ -189,55 +247,7 @@ impl NamespaceCache {
     fn get(&self, name: &str) -> Option<Arc<Namespace>> {
         self.store
             .get(&ObjectRef::new(name))
-            .or_else(|| self.fetcher.as_ref()?.fetched(name)?)
-    }
-}
-
-impl Fetcher {
-    /// The fresh answer of a read of `name`: `Some(None)` when it found nothing.
-    fn fetched(&self, name: &str) -> Option<Option<Arc<Namespace>>> {
-        let fetched = self.fetched.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = fetched.get(name)?;
-        (entry.at.elapsed() < FETCHED_TTL).then(|| entry.namespace.clone())
-    }
-
-    /// Reads namespace `name`, for at most `timeout`, and keeps the answer.
-    async fn fetch(&self, name: &str, timeout: Duration) {
-        let (namespace, result) = match tokio::time::timeout(timeout, self.api.get_opt(name)).await
-        {
-            Ok(Ok(Some(mut namespace))) => {
-                namespace.metadata.managed_fields = None;
-                (Some(Arc::new(namespace)), "found")
-            }
-            Ok(Ok(None)) => (None, "not_found"),
-            Ok(Err(error)) => {
-                tracing::warn!(%error, namespace = name, "reading a namespace the watch does not hold yet failed");
-                (None, "error")
-            }
-            Err(_) => {
-                tracing::warn!(
-                    namespace = name,
-                    ?timeout,
-                    "reading a namespace the watch does not hold yet timed out"
-                );
-                (None, "timeout")
-            }
-        };
-        self.results.get_or_create(&ResultLabels { result }).inc();
-        let mut fetched = self.fetched.lock().unwrap_or_else(|e| e.into_inner());
-        if fetched.len() >= FETCHED_MAX {
-            fetched.retain(|_, entry| entry.at.elapsed() < FETCHED_TTL);
-            if fetched.len() >= FETCHED_MAX {
-                fetched.clear();
-            }
-        }
-        fetched.insert(
-            name.to_owned(),
-            Fetched {
-                at: Instant::now(),
-                namespace,
-            },
-        );
+            .or_else(|| self.fetcher.as_ref()?.answers.fresh(&name.to_owned())?)
     }
 }
 
@@ -273,7 +283,7 @@ impl NamespaceLookup for NamespaceCache {
         self.fetcher.as_ref().is_some_and(|fetcher| {
             !name.is_empty()
                 && self.store.get(&ObjectRef::new(name)).is_none()
-                && fetcher.fetched(name).is_none()
+                && fetcher.answers.fresh(&name.to_owned()).is_none()
         })
     }
 
@@ -281,7 +291,16 @@ impl NamespaceLookup for NamespaceCache {
         Box::pin(async move {
             if let Some(fetcher) = &self.fetcher {
                 let left = deadline.saturating_duration_since(Instant::now());
-                fetcher.fetch(name, left.min(FETCH_TIMEOUT)).await;
+                let keep = |mut namespace: Namespace| {
+                    namespace.metadata.managed_fields = None;
+                    Some(Arc::new(namespace))
+                };
+                let read = fetcher.api.get_opt(name);
+                let timeout = left.min(READ_TIMEOUT);
+                fetcher
+                    .answers
+                    .read(name.to_owned(), "namespace", name, timeout, read, keep)
+                    .await;
             }
         })
     }
@@ -301,8 +320,8 @@ async fn drive<S: WatchStreamExt<Item = Result<watcher::Event<Namespace>, watche
     }
 }
 
-/// A kube API on no network for tests: `GET /api/v1/namespaces/NAME` answers the namespace
-/// given for NAME, never answers for `slow`, and is a 404 otherwise.
+/// A kube API on no network for tests: a GET of one of the paths given answers its object, a
+/// path ending in `/slow` never answers, any other is a 404.
 #[cfg(test)]
 pub(crate) mod fake_api {
     use std::collections::HashMap;
@@ -312,37 +331,33 @@ pub(crate) mod fake_api {
     use kube::Client;
     use kube::client::Body;
 
-    /// A client whose API holds `namespaces` (JSON objects by name), and the count of requests
-    /// it was sent.
-    pub(crate) fn client(namespaces: &[(&str, serde_json::Value)]) -> (Client, Arc<AtomicUsize>) {
-        let namespaces: Arc<HashMap<String, Vec<u8>>> = Arc::new(
-            namespaces
+    /// A client whose API holds `objects` (JSON objects by path, such as
+    /// `/api/v1/namespaces/NAME`), and the count of requests it was sent.
+    pub(crate) fn client(objects: &[(&str, serde_json::Value)]) -> (Client, Arc<AtomicUsize>) {
+        let objects: Arc<HashMap<String, Vec<u8>>> = Arc::new(
+            objects
                 .iter()
-                .map(|(name, object)| ((*name).to_owned(), object.to_string().into_bytes()))
+                .map(|(path, object)| ((*path).to_owned(), object.to_string().into_bytes()))
                 .collect(),
         );
         let requests = Arc::new(AtomicUsize::new(0));
         let counted = requests.clone();
         let service = tower::service_fn(move |request: http::Request<Body>| {
             counted.fetch_add(1, Ordering::SeqCst);
-            let namespaces = namespaces.clone();
+            let objects = objects.clone();
             async move {
-                let name = request
-                    .uri()
-                    .path()
-                    .strip_prefix("/api/v1/namespaces/")
-                    .unwrap_or_default()
-                    .to_owned();
-                if name == "slow" {
+                let path = request.uri().path().to_owned();
+                if path.ends_with("/slow") {
                     std::future::pending::<()>().await;
                 }
-                let (status, body) = match namespaces.get(&name) {
+                let name = path.rsplit('/').next().unwrap_or_default();
+                let (status, body) = match objects.get(&path) {
                     Some(object) => (200, object.clone()),
                     None => (
                         404,
                         serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
                             "reason": "NotFound", "code": 404,
-                            "message": format!("namespaces \"{name}\" not found")})
+                            "message": format!("\"{name}\" not found")})
                         .to_string()
                         .into_bytes(),
                     ),
@@ -559,7 +574,7 @@ mod tests {
                 "labels": {"pod-security.kubernetes.io/enforce": "privileged"},
                 "managedFields": [{"manager": "kubectl"}]},
             "status": {"phase": "Active"}});
-        let (client, requests) = fake_api::client(&[("fresh", fresh)]);
+        let (client, requests) = fake_api::client(&[("/api/v1/namespaces/fresh", fresh)]);
         let results = Family::<ResultLabels, Counter>::default();
         let cache = NamespaceCache::new(writer.as_reader()).with_reads(client, results.clone());
         writer.apply_watcher_event(&Event::Init);

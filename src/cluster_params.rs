@@ -1,6 +1,9 @@
 //! Parameter objects of admission policies from the cluster: for each `paramKind` of the loaded
 //! policies, a read-only watch cache of that resource, which a binding's `paramRef` reads as the
-//! apiserver reads its informers. The request path reads these caches only, never the API.
+//! apiserver reads its informers. A paramRef by name that its cache does not hold (an object
+//! created a moment ago, whose watch event has not arrived) is read from the API once before
+//! the request is decided, as the apiserver falls back to a read on a cache miss; the answer,
+//! found or not, is kept for [`crate::cluster::FETCHED_TTL`].
 //!
 //! Each kind is found by discovery (built-in kinds and custom resources alike) and watched as
 //! narrowly as its bindings allow: one namespace when every paramRef names the same one, one
@@ -14,8 +17,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::sync::{Arc, OnceLock, RwLock};
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use arc_swap::ArcSwapOption;
@@ -24,12 +27,16 @@ use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use serde_json::Value;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+use crate::authorization::ResultLabels;
+use crate::cluster::{READ_TIMEOUT, ReadAnswers};
 use crate::engine::admission_policy::{param_namespace, selector_matches};
-use crate::engine::{Engine, ParamLookup, ParamNeed};
+use crate::engine::{Engine, FetchFuture, ParamLookup, ParamNeed};
 use crate::policy::admission_policy::{ParamKind, ParamRef};
 use crate::vocabulary::LabelSelector;
 
@@ -143,9 +150,71 @@ struct KindCache {
     resolution: AtomicU8,
     synced: AtomicBool,
     objects: RwLock<Objects>,
+    /// Where single objects are read from, once discovery found the kind's resource.
+    reader: OnceLock<(Client, ApiResource)>,
+    /// What reads of objects the watch did not hold gave, by namespace and name.
+    read: ReadAnswers<(String, String), Arc<Value>>,
 }
 
 impl KindCache {
+    /// An empty cache of `kind`'s objects in `scope`, its resource not discovered yet; reads
+    /// of objects its watch does not hold are counted in `reads`.
+    fn new(
+        kind: ParamKind,
+        typed: bool,
+        scope: WatchScope,
+        reads: Family<ResultLabels, Counter>,
+    ) -> Self {
+        KindCache {
+            kind,
+            typed,
+            scope,
+            resolution: AtomicU8::new(Resolution::Unknown as u8),
+            synced: AtomicBool::new(false),
+            objects: RwLock::new(HashMap::new()),
+            reader: OnceLock::new(),
+            read: ReadAnswers::new(reads),
+        }
+    }
+
+    /// The fresh answer of a read of `name` in `namespace`: `Some(None)` when it found nothing.
+    fn read_object(&self, namespace: &str, name: &str) -> Option<Option<Arc<Value>>> {
+        self.read.fresh(&(namespace.to_owned(), name.to_owned()))
+    }
+
+    /// Whether the watch holds `name` in `namespace`.
+    fn holds(&self, namespace: &str, name: &str) -> bool {
+        let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
+        objects
+            .get(namespace)
+            .is_some_and(|in_namespace| in_namespace.contains_key(name))
+    }
+
+    /// Reads `name` in `namespace` (`""`: cluster-scoped) for at most `timeout` and keeps the
+    /// answer in the form the watch keeps objects.
+    async fn read(&self, namespace: &str, name: &str, timeout: Duration) {
+        let Some((client, resource)) = self.reader.get() else {
+            return;
+        };
+        let api = if namespace.is_empty() {
+            Api::<DynamicObject>::all_with(client.clone(), resource)
+        } else {
+            Api::<DynamicObject>::namespaced_with(client.clone(), namespace, resource)
+        };
+        let key = (namespace.to_owned(), name.to_owned());
+        let keep = |object| self.param_object(object).map(|(_, _, value)| value);
+        self.read
+            .read(
+                key,
+                &resource.plural,
+                name,
+                timeout,
+                api.get_opt(name),
+                keep,
+            )
+            .await;
+    }
+
     fn resolution(&self) -> Resolution {
         Resolution::from_u8(self.resolution.load(Ordering::SeqCst))
     }
@@ -229,6 +298,8 @@ pub struct ClusterParams {
     watches: Arc<std::sync::Mutex<BTreeMap<KindKey, KindWatch>>>,
     /// Set once the watches of the engine in use have been started.
     reconciled: Arc<AtomicBool>,
+    /// Reads of objects the watches did not hold, by result.
+    reads: Family<ResultLabels, Counter>,
 }
 
 impl Default for ClusterParams {
@@ -237,6 +308,7 @@ impl Default for ClusterParams {
             caches: Arc::new(ArcSwap::from_pointee(BTreeMap::new())),
             watches: Arc::new(std::sync::Mutex::new(BTreeMap::new())),
             reconciled: Arc::new(AtomicBool::new(false)),
+            reads: Family::default(),
         }
     }
 }
@@ -253,13 +325,17 @@ impl ClusterParams {
     /// Starts following the engine in `engine`: watches for its param kinds now, and again
     /// each time `reloaded` is notified (after a policy reload swapped a new engine in).
     /// Returns the lookups and the task, which runs until aborted (aborting it stops every
-    /// watch).
+    /// watch). Reads of objects the watches do not hold yet are counted in `reads`.
     pub fn spawn(
         client: Client,
         engine: Arc<ArcSwapOption<Engine>>,
         reloaded: Arc<Notify>,
+        reads: Family<ResultLabels, Counter>,
     ) -> (Self, JoinHandle<()>) {
-        let params = ClusterParams::default();
+        let params = ClusterParams {
+            reads,
+            ..ClusterParams::default()
+        };
         let following = params.clone();
         let task = tokio::spawn(async move {
             // Stops every watch when the task is aborted.
@@ -298,7 +374,9 @@ impl ClusterParams {
                         labels = scope.labels.as_deref().unwrap_or(""),
                         "watching policy parameters"
                     );
-                    next.insert(key, start_watch(client.clone(), need.kind.clone(), scope));
+                    let reads = self.reads.clone();
+                    let watch = start_watch(client.clone(), need.kind.clone(), scope, reads);
+                    next.insert(key, watch);
                 }
             }
         }
@@ -394,22 +472,85 @@ impl ParamLookup for ClusterParams {
             return Err(not_synced());
         }
         let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
-        let Some(in_namespace) = objects.get(namespace.unwrap_or("")) else {
+        let namespace = namespace.unwrap_or("");
+        if let Some(name) = param_ref.name.as_deref().filter(|n| !n.is_empty()) {
+            let held = objects.get(namespace).and_then(|objects| objects.get(name));
+            return Ok(held
+                .cloned()
+                .or_else(|| cache.read_object(namespace, name)?)
+                .into_iter()
+                .collect());
+        }
+        let Some(in_namespace) = objects.get(namespace) else {
             return Ok(Vec::new());
         };
-        if let Some(name) = param_ref.name.as_deref().filter(|n| !n.is_empty()) {
-            return Ok(in_namespace.get(name).cloned().into_iter().collect());
-        }
         Ok(in_namespace
             .values()
             .filter(|object| selector_matches(param_ref, object))
             .cloned()
             .collect())
     }
+    fn fetches(
+        &self,
+        kind: &ParamKind,
+        param_ref: &ParamRef,
+        request_namespace: Option<&str>,
+    ) -> bool {
+        self.unheld(kind, param_ref, request_namespace).is_some()
+    }
+
+    fn fetch<'a>(
+        &'a self,
+        kind: &'a ParamKind,
+        param_ref: &'a ParamRef,
+        request_namespace: Option<&'a str>,
+        deadline: Instant,
+    ) -> FetchFuture<'a> {
+        Box::pin(async move {
+            if let Some((cache, namespace, name)) = self.unheld(kind, param_ref, request_namespace)
+            {
+                let left = deadline.saturating_duration_since(Instant::now());
+                cache.read(namespace, name, left.min(READ_TIMEOUT)).await;
+            }
+        })
+    }
+}
+
+impl ClusterParams {
+    /// The kind's cache and where `param_ref`, by name, looks for a request in
+    /// `request_namespace`, when the watch has listed, does not hold the object and no fresh
+    /// read answered for it.
+    fn unheld<'a>(
+        &self,
+        kind: &ParamKind,
+        param_ref: &'a ParamRef,
+        request_namespace: Option<&'a str>,
+    ) -> Option<(Arc<KindCache>, &'a str, &'a str)> {
+        let name = param_ref.name.as_deref().filter(|n| !n.is_empty())?;
+        let cache = self.cache(kind)?;
+        let namespaced = match cache.resolution() {
+            Resolution::Namespaced => true,
+            Resolution::ClusterScoped => false,
+            Resolution::Unknown | Resolution::Missing => return None,
+        };
+        let namespace = param_namespace(namespaced, param_ref, request_namespace)
+            .ok()?
+            .unwrap_or("");
+        (cache.synced.load(Ordering::SeqCst)
+            && cache.reader.get().is_some()
+            && !cache.holds(namespace, name)
+            && cache.read_object(namespace, name).is_none())
+        .then_some((cache, namespace, name))
+    }
 }
 
 /// Starts the discovery-then-watch task of one kind.
-fn start_watch(client: Client, kind: ParamKind, scope: WatchScope) -> KindWatch {
+fn start_watch(
+    client: Client,
+    kind: ParamKind,
+    scope: WatchScope,
+    reads: Family<ResultLabels, Counter>,
+) -> KindWatch {
     let (group, version) = group_version(&kind.api_version);
     let typed = crate::schema::builtin(&crate::admission::GroupVersionKind {
         group: group.to_owned(),
@@ -417,14 +558,7 @@ fn start_watch(client: Client, kind: ParamKind, scope: WatchScope) -> KindWatch 
         kind: kind.kind.clone(),
     })
     .is_some();
-    let cache = Arc::new(KindCache {
-        kind,
-        typed,
-        scope,
-        resolution: AtomicU8::new(Resolution::Unknown as u8),
-        synced: AtomicBool::new(false),
-        objects: RwLock::new(HashMap::new()),
-    });
+    let cache = Arc::new(KindCache::new(kind, typed, scope, reads));
     let task = tokio::spawn(run_watch(client, cache.clone()));
     KindWatch { cache, task }
 }
@@ -466,6 +600,7 @@ async fn run_watch(client: Client, cache: Arc<KindCache>) {
         }
     };
     let (resource, resolution) = resource;
+    let _ = cache.reader.set((client.clone(), resource.clone()));
     if !cache.scope.objects_needed {
         cache.set_resolution(resolution);
         cache.synced.store(true, Ordering::SeqCst);
@@ -623,14 +758,15 @@ mod tests {
         resolution: Resolution,
         objects: Vec<DynamicObject>,
     ) -> ClusterParams {
-        let cache = Arc::new(KindCache {
-            kind: kind.clone(),
-            typed: kind.api_version == "v1",
-            scope: WatchScope::default(),
-            resolution: AtomicU8::new(resolution as u8),
-            synced: AtomicBool::new(true),
-            objects: RwLock::new(HashMap::new()),
-        });
+        let params = ClusterParams::default();
+        let cache = Arc::new(KindCache::new(
+            kind.clone(),
+            kind.api_version == "v1",
+            WatchScope::default(),
+            params.reads.clone(),
+        ));
+        cache.set_resolution(resolution);
+        cache.synced.store(true, Ordering::SeqCst);
         for object in objects {
             let (namespace, name, value) = cache.param_object(object).unwrap();
             cache
@@ -639,7 +775,6 @@ mod tests {
                 .or_default()
                 .insert(name, value);
         }
-        let params = ClusterParams::default();
         params.caches.store(Arc::new(BTreeMap::from([(
             (kind.api_version, kind.kind),
             cache,
@@ -659,6 +794,138 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[tokio::test]
+    async fn a_param_by_name_the_watch_does_not_hold_is_read_once_and_kept() {
+        let kind = config_map_kind();
+        let params = params_with(
+            kind.clone(),
+            Resolution::Namespaced,
+            vec![object("default", "held", &[])],
+        );
+        let (client, requests) = crate::cluster::fake_api::client(&[(
+            "/api/v1/namespaces/default/configmaps/fresh",
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "fresh", "namespace": "default",
+                    "managedFields": [{"manager": "kubectl"}]},
+                "data": {"max": "5"}}),
+        )]);
+        let resource = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        assert!(
+            params
+                .cache(&kind)
+                .unwrap()
+                .reader
+                .set((client, resource))
+                .is_ok()
+        );
+        let deadline = || Instant::now() + Duration::from_secs(5);
+        let here = Some("default");
+
+        // Held by the watch, or chosen by a selector: nothing to read.
+        assert!(!params.fetches(&kind, &by_name("held", None), here));
+        assert!(!params.fetches(&kind, &by_labels(&[("a", "b")]), here));
+        // Not held yet: found once read, in the form the watch keeps it.
+        let fresh = by_name("fresh", None);
+        assert!(params.fetches(&kind, &fresh, here));
+        assert!(params.find(&kind, &fresh, here).unwrap().is_empty());
+        params.fetch(&kind, &fresh, here, deadline()).await;
+        let found = params.find(&kind, &fresh, here).unwrap();
+        assert_eq!(names(&found), ["default/fresh"]);
+        assert!(found[0].get("apiVersion").is_none(), "{}", found[0]);
+        assert!(found[0]["metadata"].get("managedFields").is_none());
+        assert_eq!(found[0]["data"]["max"], "5");
+        assert!(!params.fetches(&kind, &fresh, here), "kept for a while");
+        // None in the cluster either, or no answer by the deadline: kept as none.
+        let ghost = by_name("ghost", here);
+        params.fetch(&kind, &ghost, None, deadline()).await;
+        assert!(params.find(&kind, &ghost, None).unwrap().is_empty());
+        assert!(!params.fetches(&kind, &ghost, None));
+        let slow = by_name("slow", here);
+        params
+            .fetch(
+                &kind,
+                &slow,
+                None,
+                Instant::now() + Duration::from_millis(50),
+            )
+            .await;
+        assert!(!params.fetches(&kind, &slow, None));
+        assert_eq!(requests.load(Ordering::SeqCst), 3);
+        for result in ["found", "not_found", "timeout"] {
+            assert_eq!(
+                params.reads.get_or_create(&ResultLabels { result }).get(),
+                1,
+                "{result}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn the_router_reads_a_param_the_watch_does_not_hold_before_deciding() {
+        use tower::ServiceExt;
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/params-read/policy.yaml"
+        ))
+        .unwrap();
+        let documents =
+            crate::policy::documents_from_str(std::path::Path::new("policy.yaml"), &text).unwrap();
+        let body = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/reviews/deployment-update.json"
+        ))
+        .unwrap();
+        let limit = |max: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "replica-limit", "namespace": "default"},
+                "data": {"maxReplicas": max}})
+        };
+        // The Deployment has 3 replicas.
+        for (in_cluster, allowed, reads) in [
+            (Some(limit("5")), true, 1),
+            (Some(limit("2")), false, 1),
+            (None, false, 1),
+        ] {
+            let params = params_with(config_map_kind(), Resolution::Namespaced, Vec::new());
+            let objects: Vec<(&str, Value)> = in_cluster
+                .into_iter()
+                .map(|object| {
+                    (
+                        "/api/v1/namespaces/default/configmaps/replica-limit",
+                        object,
+                    )
+                })
+                .collect();
+            let (client, requests) = crate::cluster::fake_api::client(&objects);
+            let resource = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+            let cache = params.cache(&config_map_kind()).unwrap();
+            assert!(cache.reader.set((client, resource)).is_ok());
+            let mut state = crate::server::AppState::new(
+                Engine::compile(&documents).unwrap(),
+                crate::server::RequestSettings::default(),
+            );
+            state.params = Some(Arc::new(params));
+            let router = crate::server::webhook_router(state);
+            for _ in 0..2 {
+                let request = http::Request::post("/validate")
+                    .header("content-type", "application/json")
+                    .body(axum::body::Body::from(body.clone()))
+                    .unwrap();
+                let response = router.clone().oneshot(request).await.unwrap();
+                let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+                    .await
+                    .unwrap();
+                let review: Value = serde_json::from_slice(&bytes).unwrap();
+                assert_eq!(review["response"]["allowed"], allowed, "{review}");
+            }
+            assert_eq!(
+                requests.load(Ordering::SeqCst),
+                reads,
+                "read once, then kept"
+            );
+        }
     }
 
     #[test]
@@ -876,14 +1143,13 @@ mod tests {
 
     #[tokio::test]
     async fn watch_events_replace_the_listed_objects() {
-        let cache = KindCache {
-            kind: config_map_kind(),
-            typed: true,
-            scope: WatchScope::default(),
-            resolution: AtomicU8::new(Resolution::Namespaced as u8),
-            synced: AtomicBool::new(false),
-            objects: RwLock::new(HashMap::new()),
-        };
+        let cache = KindCache::new(
+            config_map_kind(),
+            true,
+            WatchScope::default(),
+            Family::default(),
+        );
+        cache.set_resolution(Resolution::Namespaced);
         let resource = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
         let count = |cache: &KindCache| {
             cache

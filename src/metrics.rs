@@ -139,6 +139,8 @@ pub struct Metrics {
     pub authorizer: AuthorizerMetrics,
     /// Reads of namespaces the namespace watch did not hold yet, by result.
     pub namespace_reads: Family<ResultLabels, Counter>,
+    /// Reads of policy parameters their watch did not hold yet, by result.
+    pub param_reads: Family<ResultLabels, Counter>,
     /// Per endpoint, the series of `requests` for an admission allowed with code 200 and of
     /// `duration`, once first used: most requests count there, and a handle skips the
     /// family's lock and label hashing. Created on first use, as `get_or_create` would, so
@@ -244,6 +246,13 @@ impl Metrics {
              request in it, by result (found, not_found, error, timeout)",
             namespace_reads.clone(),
         );
+        let param_reads = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "portcullis_param_reads",
+            "Reads of a policy parameter object (a paramRef by name) its watch did not hold \
+             yet, before deciding a request, by result (found, not_found, error, timeout)",
+            param_reads.clone(),
+        );
         let authorizer = AuthorizerMetrics::default();
         registry.register(
             "portcullis_authorizer_reviews",
@@ -260,6 +269,7 @@ impl Metrics {
             registry,
             authorizer,
             namespace_reads,
+            param_reads,
             type_checking_warnings,
             policy_evaluations,
             policy_duration,

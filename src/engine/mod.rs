@@ -24,6 +24,7 @@ use std::time::Instant;
 use crate::admission::{AdmissionRequest, Operation, WantedObjects};
 use crate::authorization::AccessReviewer;
 use crate::patch::ObjectEditor;
+use crate::policy::admission_policy::{ParamKind, ParamRef};
 use cel_input::{AuthorizerBinding, CelInputCell};
 
 pub use crate::vocabulary::Action;
@@ -331,6 +332,19 @@ impl Engine {
         !(self.policies.is_empty()
             && self.pod_security.is_empty()
             && self.admission_policies.is_empty())
+    }
+
+    /// The parameter objects by name that the admission policies running on `endpoint` would
+    /// read for `request`: each paramKind with the paramRef naming the object. `serve` reads
+    /// those its cluster watches do not hold yet before deciding the request.
+    pub fn params_by_name(
+        &self,
+        request: &AdmissionRequest,
+        endpoint: Endpoint,
+        namespaces: &dyn NamespaceLookup,
+    ) -> Vec<(&ParamKind, &ParamRef)> {
+        self.admission_policies
+            .params_by_name(request, endpoint, namespaces)
     }
 
     /// The paramKinds of bound admission policies with their bindings' paramRefs: what

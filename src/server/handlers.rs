@@ -273,6 +273,20 @@ async fn admit(state: Arc<AppState>, raw: RawReviewBody, endpoint: Endpoint) -> 
     {
         namespaces.fetch(namespace, body.deadline).await;
     }
+    // So is a parameter object a binding names that its watch does not hold yet.
+    if let (Some(engine), Some(params)) = (engine.as_deref(), state.params.as_deref())
+        && !body.review.objects_skipped
+    {
+        let request = &body.review.request;
+        let in_namespace = request.namespace.as_deref();
+        for (kind, param_ref) in engine.params_by_name(request, endpoint, namespaces) {
+            if params.fetches(kind, param_ref, in_namespace) {
+                params
+                    .fetch(kind, param_ref, in_namespace, body.deadline)
+                    .await;
+            }
+        }
+    }
     let (decided, body) = match engine {
         Some(_) if body.review.objects_skipped => {
             let decided = Decided::unwanted(&body.review.request.uid);
@@ -402,7 +416,8 @@ mod tests {
                 "pod-security.kubernetes.io/enforce": "privileged",
                 "pod-security.kubernetes.io/warn": "privileged",
                 "pod-security.kubernetes.io/audit": "privileged"}}});
-        let (client, requests) = crate::cluster::fake_api::client(&[("shop", shop)]);
+        let (client, requests) =
+            crate::cluster::fake_api::client(&[("/api/v1/namespaces/shop", shop)]);
         let (store, _writer) = kube::runtime::reflector::store();
         let with_reads = |client| {
             let mut state = AppState::new(Engine::builtin(), RequestSettings::default());

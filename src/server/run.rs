@@ -201,7 +201,12 @@ pub async fn start_with(
         )));
     }
     let params = sources.cluster.clone().map(|client| {
-        let (params, task) = ClusterParams::spawn(client, state.engine.clone(), policies_swapped);
+        let (params, task) = ClusterParams::spawn(
+            client,
+            state.engine.clone(),
+            policies_swapped,
+            state.metrics.param_reads.clone(),
+        );
         background.push(AbortOnDrop(task));
         state.params = Some(Arc::new(params.clone()));
         params

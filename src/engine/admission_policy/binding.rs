@@ -168,6 +168,35 @@ impl PolicyCore {
                 }))
     }
 
+    /// The paramKind and each paramRef by name of the bindings [`PolicyCore::dispatch`] would
+    /// visit for `request`, added to `found`: the objects the request is decided with.
+    pub(super) fn params_by_name<'a, B: Bound>(
+        &'a self,
+        bindings: &'a [B],
+        request: &AdmissionRequest,
+        namespaces: &dyn NamespaceLookup,
+        found: &mut Vec<(&'a ParamKind, &'a ParamRef)>,
+    ) {
+        let Some(kind) = &self.param_kind else {
+            return;
+        };
+        if bindings.is_empty() || !self.constraints.matches(request, namespaces) {
+            return;
+        }
+        for bound in bindings {
+            let binding = bound.binding();
+            if let Some(param_ref) = &binding.param_ref
+                && param_ref
+                    .name
+                    .as_deref()
+                    .is_some_and(|name| !name.is_empty())
+                && binding.matches(request, namespaces)
+            {
+                found.push((kind, param_ref));
+            }
+        }
+    }
+
     /// The binding dispatch both policy kinds share. When the policy's matchConstraints match
     /// `request`, each binding whose matchResources match is visited once per parameter object
     /// its paramRef finds, or once with the error when they cannot be found. Returns when the

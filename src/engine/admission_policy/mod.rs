@@ -321,6 +321,35 @@ impl AdmissionPolicies {
         }
     }
 
+    /// The paramKind and paramRef of each parameter object by name that the policies running
+    /// on `endpoint` would read for `request` (a policy matching it, a binding matching it
+    /// whose paramRef names an object).
+    pub fn params_by_name(
+        &self,
+        request: &AdmissionRequest,
+        endpoint: Endpoint,
+        namespaces: &dyn NamespaceLookup,
+    ) -> Vec<(&ParamKind, &ParamRef)> {
+        let mut found = Vec::new();
+        match endpoint {
+            Endpoint::Validate => {
+                for policy in &self.validating {
+                    policy
+                        .core
+                        .params_by_name(&policy.bindings, request, namespaces, &mut found);
+                }
+            }
+            Endpoint::Mutate => {
+                for policy in &self.mutating {
+                    policy
+                        .core
+                        .params_by_name(&policy.bindings, request, namespaces, &mut found);
+                }
+            }
+        }
+        found
+    }
+
     /// Whether a bound policy that runs on `endpoint` and matches the request's resource and
     /// operation may read its `oldObject` (see [`crate::engine::Engine::wanted_objects`]).
     pub fn reads_old_object(&self, request: &AdmissionRequest, endpoint: Endpoint) -> bool {

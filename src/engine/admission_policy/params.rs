@@ -3,10 +3,12 @@
 //! when `serve` has a cluster, the objects of a [`ParamLookup`] (the cluster's watch caches).
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::Value;
 
 use crate::admission::AdmissionRequest;
+use crate::engine::FetchFuture;
 use crate::engine::matching::SelectorMatcher;
 use crate::policy::DocumentSource;
 use crate::policy::admission_policy::{ParamKind, ParamRef};
@@ -38,6 +40,30 @@ pub trait ParamLookup: Send + Sync {
         param_ref: &ParamRef,
         request_namespace: Option<&str>,
     ) -> Result<Vec<Arc<Value>>, String>;
+
+    /// Whether `param_ref`, by name, names an object of `kind` the lookup does not hold but
+    /// could read ([`ParamLookup::fetch`]). By default, false.
+    fn fetches(
+        &self,
+        _kind: &ParamKind,
+        _param_ref: &ParamRef,
+        _request_namespace: Option<&str>,
+    ) -> bool {
+        false
+    }
+
+    /// Reads the object `param_ref` names by name, giving up at `deadline`; afterwards
+    /// [`ParamLookup::find`] answers with it (or, when there is none, as before, for a while).
+    /// By default, nothing to do.
+    fn fetch<'a>(
+        &'a self,
+        _kind: &'a ParamKind,
+        _param_ref: &'a ParamRef,
+        _request_namespace: Option<&'a str>,
+        _deadline: Instant,
+    ) -> FetchFuture<'a> {
+        Box::pin(std::future::ready(()))
+    }
 }
 
 /// The namespace `param_ref` looks in for a kind that is (or is not) `namespaced`: its own
