@@ -544,6 +544,50 @@ impl ClusterParams {
     }
 }
 
+#[cfg(test)]
+impl ClusterParams {
+    /// Params serving one kind (namespaced or not) from `objects`, as its watch would after
+    /// its first list, reading what it does not hold through `reader` when given.
+    pub(crate) fn listed(
+        kind: ParamKind,
+        namespaced: bool,
+        objects: Vec<DynamicObject>,
+        reader: Option<(Client, ApiResource)>,
+    ) -> ClusterParams {
+        let params = ClusterParams::default();
+        let cache = Arc::new(KindCache::new(
+            kind.clone(),
+            kind.api_version == "v1",
+            WatchScope::default(),
+            params.reads.clone(),
+        ));
+        cache.set_resolution(if namespaced {
+            Resolution::Namespaced
+        } else {
+            Resolution::ClusterScoped
+        });
+        cache.synced.store(true, Ordering::SeqCst);
+        if let Some(reader) = reader {
+            let _ = cache.reader.set(reader);
+        }
+        for object in objects {
+            if let Some((namespace, name, value)) = cache.param_object(object) {
+                cache
+                    .write()
+                    .entry(namespace)
+                    .or_default()
+                    .insert(name, value);
+            }
+        }
+        params.caches.store(Arc::new(BTreeMap::from([(
+            (kind.api_version, kind.kind),
+            cache,
+        )])));
+        params.reconciled.store(true, Ordering::SeqCst);
+        params
+    }
+}
+
 /// Starts the discovery-then-watch task of one kind.
 fn start_watch(
     client: Client,
@@ -758,28 +802,8 @@ mod tests {
         resolution: Resolution,
         objects: Vec<DynamicObject>,
     ) -> ClusterParams {
-        let params = ClusterParams::default();
-        let cache = Arc::new(KindCache::new(
-            kind.clone(),
-            kind.api_version == "v1",
-            WatchScope::default(),
-            params.reads.clone(),
-        ));
-        cache.set_resolution(resolution);
-        cache.synced.store(true, Ordering::SeqCst);
-        for object in objects {
-            let (namespace, name, value) = cache.param_object(object).unwrap();
-            cache
-                .write()
-                .entry(namespace)
-                .or_default()
-                .insert(name, value);
-        }
-        params.caches.store(Arc::new(BTreeMap::from([(
-            (kind.api_version, kind.kind),
-            cache,
-        )])));
-        params.reconciled.store(true, Ordering::SeqCst);
+        let params = ClusterParams::listed(kind.clone(), true, objects, None);
+        params.cache(&kind).unwrap().set_resolution(resolution);
         params
     }
 
@@ -858,72 +882,6 @@ mod tests {
                 params.reads.get_or_create(&ResultLabels { result }).get(),
                 1,
                 "{result}"
-            );
-        }
-    }
-
-    #[tokio::test]
-    async fn the_router_reads_a_param_the_watch_does_not_hold_before_deciding() {
-        use tower::ServiceExt;
-        let text = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/params-read/policy.yaml"
-        ))
-        .unwrap();
-        let documents =
-            crate::policy::documents_from_str(std::path::Path::new("policy.yaml"), &text).unwrap();
-        let body = std::fs::read(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/reviews/deployment-update.json"
-        ))
-        .unwrap();
-        let limit = |max: &str| {
-            json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "replica-limit", "namespace": "default"},
-                "data": {"maxReplicas": max}})
-        };
-        // The Deployment has 3 replicas.
-        for (in_cluster, allowed, reads) in [
-            (Some(limit("5")), true, 1),
-            (Some(limit("2")), false, 1),
-            (None, false, 1),
-        ] {
-            let params = params_with(config_map_kind(), Resolution::Namespaced, Vec::new());
-            let objects: Vec<(&str, Value)> = in_cluster
-                .into_iter()
-                .map(|object| {
-                    (
-                        "/api/v1/namespaces/default/configmaps/replica-limit",
-                        object,
-                    )
-                })
-                .collect();
-            let (client, requests) = crate::cluster::fake_api::client(&objects);
-            let resource = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
-            let cache = params.cache(&config_map_kind()).unwrap();
-            assert!(cache.reader.set((client, resource)).is_ok());
-            let mut state = crate::server::AppState::new(
-                Engine::compile(&documents).unwrap(),
-                crate::server::RequestSettings::default(),
-            );
-            state.params = Some(Arc::new(params));
-            let router = crate::server::webhook_router(state);
-            for _ in 0..2 {
-                let request = http::Request::post("/validate")
-                    .header("content-type", "application/json")
-                    .body(axum::body::Body::from(body.clone()))
-                    .unwrap();
-                let response = router.clone().oneshot(request).await.unwrap();
-                let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-                    .await
-                    .unwrap();
-                let review: Value = serde_json::from_slice(&bytes).unwrap();
-                assert_eq!(review["response"]["allowed"], allowed, "{review}");
-            }
-            assert_eq!(
-                requests.load(Ordering::SeqCst),
-                reads,
-                "read once, then kept"
             );
         }
     }

@@ -458,6 +458,68 @@ mod tests {
         assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 0);
     }
 
+    #[tokio::test]
+    async fn the_router_reads_a_param_the_watch_does_not_hold_before_deciding() {
+        use crate::cluster_params::ClusterParams;
+        use crate::policy::admission_policy::ParamKind;
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use std::sync::atomic::Ordering;
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/params-read/policy.yaml"
+        ))
+        .unwrap();
+        let documents =
+            crate::policy::documents_from_str(std::path::Path::new("policy.yaml"), &text).unwrap();
+        let body = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/reviews/deployment-update.json"
+        ))
+        .unwrap();
+        let limit = |max: &str| {
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "replica-limit", "namespace": "default"},
+                "data": {"maxReplicas": max}})
+        };
+        // The Deployment has 3 replicas.
+        for (in_cluster, allowed, reads) in [
+            (Some(limit("5")), true, 1),
+            (Some(limit("2")), false, 1),
+            (None, false, 1),
+        ] {
+            let objects: Vec<(&str, serde_json::Value)> = in_cluster
+                .into_iter()
+                .map(|object| {
+                    (
+                        "/api/v1/namespaces/default/configmaps/replica-limit",
+                        object,
+                    )
+                })
+                .collect();
+            let (client, requests) = crate::cluster::fake_api::client(&objects);
+            let resource = kube::api::ApiResource::erase::<ConfigMap>(&());
+            let kind = ParamKind {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+            };
+            let params = ClusterParams::listed(kind, true, Vec::new(), Some((client, resource)));
+            let mut state = AppState::new(
+                Engine::compile(&documents).unwrap(),
+                RequestSettings::default(),
+            );
+            state.params = Some(Arc::new(params));
+            let router = crate::server::webhook_router(state);
+            for _ in 0..2 {
+                assert_eq!(self::allowed(&router, &body).await, allowed);
+            }
+            assert_eq!(
+                requests.load(Ordering::SeqCst),
+                reads,
+                "read once, then kept"
+            );
+        }
+    }
+
     #[test]
     fn a_panicking_rule_gets_the_on_error_answer_and_is_counted() {
         for on_error in [OnError::Deny, OnError::Allow] {
