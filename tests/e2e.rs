@@ -1188,6 +1188,7 @@ fn namespace_selector_on_namespaces_agrees_on(bin: &Path) {
             other => Err(format!("{other:?}")),
         },
     );
+    let mut created_in_tree = Vec::new();
     for (what, args, warned) in &requests {
         let (in_tree, from_portcullis) = answer(args);
         assert_eq!(
@@ -1199,10 +1200,40 @@ fn namespace_selector_on_namespaces_agrees_on(bin: &Path) {
             in_tree, from_portcullis,
             "{what}: the in-tree policy and Portcullis disagree"
         );
+        if args[0] == "create" {
+            created_in_tree = in_tree;
+        }
     }
+    // `check` of the same Namespace (its CREATE): the same warning, `request.namespace`
+    // included (the apiserver names a Namespace's own request by it).
+    let output = Command::new(PORTCULLIS)
+        .args(["check", "--output", "json"])
+        .args(["--policies", &policy, "--policies", &portcullis_binding])
+        .arg(&new_gold)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let results: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).unwrap();
+    let prefix = "Validation failed for ValidatingAdmissionPolicy 'namespace-selector' with \
+                  binding 'namespace-selector-portcullis': ";
+    let offline: Vec<String> = results[0]["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w.as_str().unwrap().strip_prefix(prefix))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        offline, created_in_tree,
+        "check disagrees with the apiserver"
+    );
+    assert!(
+        created_in_tree[0].ends_with("request namespace [nss-new]"),
+        "{created_in_tree:?}"
+    );
     eprintln!(
-        "e2e ({version}): the in-tree policy and Portcullis agree on a namespaceSelector over \
-         {} Namespace requests",
+        "e2e ({version}): the in-tree policy and Portcullis (serve, and check for the CREATE) \
+         agree on a namespaceSelector over {} Namespace requests",
         requests.len()
     );
 }

@@ -175,7 +175,11 @@ impl<'a> Checker<'a> {
             operation: request.operation,
             api_version: api_version(&request.kind),
             kind: request.kind.kind.clone(),
-            namespace: request.namespace.clone(),
+            // A Namespace's own request names the namespace itself; the document has none.
+            namespace: request
+                .namespace
+                .clone()
+                .filter(|_| !(request.kind.group.is_empty() && request.kind.kind == "Namespace")),
             name: request.name.clone(),
             webhooks: Vec::new(),
             allowed: true,

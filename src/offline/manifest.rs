@@ -383,7 +383,9 @@ impl Manifest {
 
     /// The request the apiserver would send for `operation` on this object: CREATE carries
     /// it as `object`; UPDATE as both `object` and `oldObject` (an apply that changes
-    /// nothing); DELETE as `oldObject` only. The user is [`OFFLINE_USER`]; `dryRun` is false.
+    /// nothing); DELETE as `oldObject` only. A Namespace's own request names the namespace
+    /// itself in `namespace`, as the apiserver's do. The user is [`OFFLINE_USER`]; `dryRun`
+    /// is false.
     pub fn request(&self, operation: Operation, uid: String) -> AdmissionRequest {
         let (object, old_object, options) = match operation {
             Operation::Create => (Some(self.object.clone()), None, "CreateOptions"),
@@ -404,7 +406,11 @@ impl Manifest {
             request_resource: Some(self.resource.clone()),
             request_sub_resource: None,
             name: self.name.clone(),
-            namespace: self.namespace.clone(),
+            namespace: if self.kind.group.is_empty() && self.kind.kind == "Namespace" {
+                self.name.clone()
+            } else {
+                self.namespace.clone()
+            },
             operation,
             user_info: UserInfo {
                 username: OFFLINE_USER.to_owned(),
@@ -531,6 +537,13 @@ mod tests {
         let delete = pod.request(Operation::Delete, "u".into());
         assert!(delete.object.is_none() && delete.old_object.is_some());
         assert_eq!(delete.options.unwrap()["kind"], "DeleteOptions");
+        // The apiserver names a Namespace's own requests by the namespace itself.
+        let namespace = manifest(json!({"kind": "Namespace", "metadata": {"name": "team"}}));
+        assert_eq!(namespace.namespace, None);
+        for operation in [Operation::Create, Operation::Update, Operation::Delete] {
+            let request = namespace.request(operation, "u".into());
+            assert_eq!(request.namespace.as_deref(), Some("team"), "{operation}");
+        }
     }
 
     #[test]
