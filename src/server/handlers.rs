@@ -239,6 +239,31 @@ fn namespace_to_read<'r>(
     .then_some(namespace)
 }
 
+/// Reads, before the request is decided and by its deadline, what the cluster watches do not
+/// hold yet and `engine` will decide it with, as the apiserver's listers fall back to a read
+/// on a miss: the request's namespace, and the parameter objects its bindings name.
+async fn read_unheld_inputs(
+    state: &AppState,
+    engine: &Engine,
+    endpoint: Endpoint,
+    request: &AdmissionRequest,
+    deadline: Instant,
+) {
+    let namespaces = state.namespaces.as_ref();
+    if let Some(namespace) = namespace_to_read(Some(engine), namespaces, request) {
+        namespaces.fetch(namespace, deadline).await;
+    }
+    let Some(params) = state.params.as_deref() else {
+        return;
+    };
+    let in_namespace = request.namespace.as_deref();
+    for (kind, param_ref) in engine.params_by_name(request, endpoint, namespaces) {
+        if params.fetches(kind, param_ref, in_namespace) {
+            params.fetch(kind, param_ref, in_namespace, deadline).await;
+        }
+    }
+}
+
 /// The reason given when no evaluation slot freed up before the request's deadline.
 const NO_EVALUATION_SLOT: &str =
     "every evaluation slot was busy until the deadline (--max-concurrent-evaluations)";
@@ -269,23 +294,17 @@ async fn admit(state: Arc<AppState>, raw: RawReviewBody, endpoint: Endpoint) -> 
         Ok(body) => body,
         Err(error) => return error.into_response(),
     };
-    if let Some(namespace) = namespace_to_read(engine.as_deref(), namespaces, &body.review.request)
-    {
-        namespaces.fetch(namespace, body.deadline).await;
-    }
-    // So is a parameter object a binding names that its watch does not hold yet.
-    if let (Some(engine), Some(params)) = (engine.as_deref(), state.params.as_deref())
+    if let Some(engine) = engine.as_deref()
         && !body.review.objects_skipped
     {
-        let request = &body.review.request;
-        let in_namespace = request.namespace.as_deref();
-        for (kind, param_ref) in engine.params_by_name(request, endpoint, namespaces) {
-            if params.fetches(kind, param_ref, in_namespace) {
-                params
-                    .fetch(kind, param_ref, in_namespace, body.deadline)
-                    .await;
-            }
-        }
+        read_unheld_inputs(
+            &state,
+            engine,
+            endpoint,
+            &body.review.request,
+            body.deadline,
+        )
+        .await;
     }
     let (decided, body) = match engine {
         Some(_) if body.review.objects_skipped => {
