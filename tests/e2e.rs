@@ -10,7 +10,7 @@ mod common;
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::control_plane::{
@@ -855,6 +855,79 @@ fn namespace_object_agrees_with_the_older_apiserver() {
     namespace_object_agrees_on(&bin);
 }
 
+/// `policy` with `in_tree_binding` in the apiserver, and with `portcullis_binding` in a
+/// Portcullis (certificates in `work`) that watches the cluster's namespaces and is registered
+/// as the cluster's webhook for the policy's rules.
+fn in_tree_and_through_portcullis(
+    cluster: &ControlPlane,
+    work: &Path,
+    policy: &str,
+    in_tree_binding: &str,
+    portcullis_binding: &str,
+) -> Portcullis {
+    cluster.kubectl_ok(&["apply", "-f", policy, "-f", in_tree_binding]);
+    let certs = work.join("certs");
+    generate_certs(&certs);
+    let portcullis = Portcullis::start(&[
+        "--tls-dir",
+        certs.to_str().unwrap(),
+        "--kubeconfig",
+        cluster.kubeconfig(),
+        "--policies",
+        policy,
+        "--policies",
+        portcullis_binding,
+    ]);
+    cluster.apply(&webhook_config(
+        portcullis.webhook,
+        &certs.join("ca.crt"),
+        "Fail",
+        &[policy, portcullis_binding],
+    ));
+    portcullis
+}
+
+/// The messages of the warnings kubectl printed for `policy`'s validations through
+/// `binding`, in the order printed.
+fn policy_warnings(output: &Output, policy: &str, binding: &str) -> Vec<String> {
+    let prefix = format!(
+        "Warning: Validation failed for ValidatingAdmissionPolicy '{policy}' with binding \
+         '{binding}': "
+    );
+    stderr(output)
+        .lines()
+        .filter_map(|line| line.strip_prefix(&prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `portcullis check --output json` of `inputs` under `policies`, which must all be admitted.
+fn checked(policies: &[&str], inputs: &[&Path]) -> Vec<serde_json::Value> {
+    let output = Command::new(PORTCULLIS)
+        .args(["check", "--output", "json"])
+        .args(policies.iter().flat_map(|policy| ["--policies", policy]))
+        .args(inputs)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// The messages of the warnings of one `check` result for `policy`'s validations through
+/// `binding`.
+fn checked_warnings(result: &serde_json::Value, policy: &str, binding: &str) -> Vec<String> {
+    let prefix = format!(
+        "Validation failed for ValidatingAdmissionPolicy '{policy}' with binding '{binding}': "
+    );
+    result["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w.as_str()?.strip_prefix(&prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
 /// Status conditions as the namespace controller writes them; the second has no reason and
 /// no `lastTransitionTime` (encoded as `null`).
 const NAMESPACE_CONDITIONS: &str = r#"{"status": {"conditions": [
@@ -899,26 +972,14 @@ fn namespace_object_agrees_on(bin: &Path) {
     ]);
 
     // The policy in-tree, and in Portcullis with the cluster's namespaces.
-    cluster.kubectl_ok(&["apply", "-f", &policy, "-f", &in_tree_binding]);
     let work = tempfile::tempdir().unwrap();
-    let certs = work.path().join("certs");
-    generate_certs(&certs);
-    let portcullis = Portcullis::start(&[
-        "--tls-dir",
-        certs.to_str().unwrap(),
-        "--kubeconfig",
-        cluster.kubeconfig(),
-        "--policies",
+    let _portcullis = in_tree_and_through_portcullis(
+        &cluster,
+        work.path(),
         &policy,
-        "--policies",
+        &in_tree_binding,
         &portcullis_binding,
-    ]);
-    cluster.apply(&webhook_config(
-        portcullis.webhook,
-        &certs.join("ca.crt"),
-        "Fail",
-        &[&policy, &portcullis_binding],
-    ));
+    );
 
     // An UPDATE of the namespace's ConfigMap (a CREATE too where the namespace is not
     // Terminating): the warnings of the in-tree binding and of Portcullis's, each sorted.
@@ -947,15 +1008,7 @@ fn namespace_object_agrees_on(bin: &Path) {
             .map(|output| {
                 assert!(output.status.success(), "{}", stderr(output));
                 let warnings = |binding: &str| {
-                    let prefix = format!(
-                        "Warning: Validation failed for ValidatingAdmissionPolicy \
-                         'namespace-object' with binding '{binding}': "
-                    );
-                    let mut found: Vec<String> = stderr(output)
-                        .lines()
-                        .filter_map(|line| line.strip_prefix(&prefix))
-                        .map(str::to_owned)
-                        .collect();
+                    let mut found = policy_warnings(output, "namespace-object", binding);
                     found.sort();
                     found
                 };
@@ -1035,29 +1088,14 @@ fn namespace_object_agrees_on(bin: &Path) {
         })
         .collect();
     std::fs::write(&configmaps, documents).unwrap();
-    let output = Command::new(PORTCULLIS)
-        .args(["check", "--output", "json"])
-        .args(["--policies", &policy, "--policies", &portcullis_binding])
-        .arg(&listed)
-        .arg(&configmaps)
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    let results: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).unwrap();
-    let prefix = "Validation failed for ValidatingAdmissionPolicy 'namespace-object' with binding \
-                  'namespace-object-portcullis': ";
+    let results = checked(&[&policy, &portcullis_binding], &[&listed, &configmaps]);
     for namespace in &namespaces {
         let result = results
             .iter()
             .find(|r| r["kind"] == "ConfigMap" && r["namespace"] == namespace.as_str())
             .unwrap();
-        let mut offline: Vec<String> = result["warnings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|w| w.as_str().unwrap().strip_prefix(prefix))
-            .map(str::to_owned)
-            .collect();
+        let mut offline =
+            checked_warnings(result, "namespace-object", "namespace-object-portcullis");
         offline.sort();
         assert_eq!(
             offline, in_tree_answers[namespace],
@@ -1099,26 +1137,14 @@ fn namespace_selector_on_namespaces_agrees_on(bin: &Path) {
         "-f",
         &fixture_path("namespace-selector/namespaces.yaml"),
     ]);
-    cluster.kubectl_ok(&["apply", "-f", &policy, "-f", &in_tree_binding]);
     let work = tempfile::tempdir().unwrap();
-    let certs = work.path().join("certs");
-    generate_certs(&certs);
-    let portcullis = Portcullis::start(&[
-        "--tls-dir",
-        certs.to_str().unwrap(),
-        "--kubeconfig",
-        cluster.kubeconfig(),
-        "--policies",
+    let _portcullis = in_tree_and_through_portcullis(
+        &cluster,
+        work.path(),
         &policy,
-        "--policies",
+        &in_tree_binding,
         &portcullis_binding,
-    ]);
-    cluster.apply(&webhook_config(
-        portcullis.webhook,
-        &certs.join("ca.crt"),
-        "Fail",
-        &[&policy, &portcullis_binding],
-    ));
+    );
 
     // Each request as a dry run, so that the namespaces as stored never change; the labels
     // the request gives are not the stored ones in the first two.
@@ -1160,20 +1186,13 @@ fn namespace_selector_on_namespaces_agrees_on(bin: &Path) {
         args.push("--dry-run=server");
         let output = cluster.kubectl(&args);
         assert!(output.status.success(), "{}", stderr(&output));
-        let warnings = |binding: &str| -> Vec<String> {
-            let prefix = format!(
-                "Warning: Validation failed for ValidatingAdmissionPolicy \
-                 'namespace-selector' with binding '{binding}': "
-            );
-            stderr(&output)
-                .lines()
-                .filter_map(|line| line.strip_prefix(&prefix))
-                .map(str::to_owned)
-                .collect()
-        };
         (
-            warnings("namespace-selector-in-tree"),
-            warnings("namespace-selector-portcullis"),
+            policy_warnings(&output, "namespace-selector", "namespace-selector-in-tree"),
+            policy_warnings(
+                &output,
+                "namespace-selector",
+                "namespace-selector-portcullis",
+            ),
         )
     };
     // Portcullis is asked once its webhook configuration is in force and its namespace
@@ -1206,23 +1225,12 @@ fn namespace_selector_on_namespaces_agrees_on(bin: &Path) {
     }
     // `check` of the same Namespace (its CREATE): the same warning, `request.namespace`
     // included (the apiserver names a Namespace's own request by it).
-    let output = Command::new(PORTCULLIS)
-        .args(["check", "--output", "json"])
-        .args(["--policies", &policy, "--policies", &portcullis_binding])
-        .arg(&new_gold)
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    let results: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).unwrap();
-    let prefix = "Validation failed for ValidatingAdmissionPolicy 'namespace-selector' with \
-                  binding 'namespace-selector-portcullis': ";
-    let offline: Vec<String> = results[0]["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|w| w.as_str().unwrap().strip_prefix(prefix))
-        .map(str::to_owned)
-        .collect();
+    let results = checked(&[&policy, &portcullis_binding], &[&new_gold]);
+    let offline = checked_warnings(
+        &results[0],
+        "namespace-selector",
+        "namespace-selector-portcullis",
+    );
     assert_eq!(
         offline, created_in_tree,
         "check disagrees with the apiserver"
