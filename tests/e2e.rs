@@ -1246,6 +1246,144 @@ fn namespace_selector_on_namespaces_agrees_on(bin: &Path) {
     );
 }
 
+/// Differential test: a ValidatingAdmissionPolicy whose matchConstraints and two bindings
+/// select namespaces by label (`tests/fixtures/e2e/binding-namespace-selector`), in-tree and
+/// through `serve` with the cluster's namespace watch (which decides from those labels
+/// whether a request's objects are decoded at all), must warn through the same bindings for a
+/// ConfigMap's CREATE, UPDATE and DELETE in each namespace; `check` with the namespaces as
+/// the apiserver lists them must give the CREATEs' warnings too.
+#[test]
+fn binding_namespace_selectors_agree_with_the_apiserver() {
+    let Some(bin) = e2e_bin() else { return };
+    binding_namespace_selectors_agree_on(&bin);
+}
+
+/// The same comparison with the older apiserver.
+#[test]
+fn binding_namespace_selectors_agree_with_the_older_apiserver() {
+    let Some(bin) = e2e_bin_old() else { return };
+    binding_namespace_selectors_agree_on(&bin);
+}
+
+fn binding_namespace_selectors_agree_on(bin: &Path) {
+    const POLICY: &str = "binding-namespace-selector";
+    let cluster = ControlPlane::start(bin);
+    let version = cluster.server_version();
+    let policy = fixture_path("binding-namespace-selector/policy.yaml");
+    let in_tree_bindings = fixture_path("binding-namespace-selector/in-tree-bindings.yaml");
+    let portcullis_bindings = fixture_path("binding-namespace-selector/portcullis-bindings.yaml");
+    cluster.kubectl_ok(&[
+        "create",
+        "-f",
+        &fixture_path("binding-namespace-selector/namespaces.yaml"),
+    ]);
+    // The namespace, and which binding (prod, not-prod) warns there, if any.
+    let namespaces = [
+        ("bns-prod", Some(0)),
+        ("bns-test", Some(1)),
+        ("bns-none", None),
+    ];
+    for (namespace, _) in namespaces {
+        cluster.kubectl_ok(&["create", "configmap", "settings", "-n", namespace]);
+    }
+    let work = tempfile::tempdir().unwrap();
+    let _portcullis = in_tree_and_through_portcullis(
+        &cluster,
+        work.path(),
+        &policy,
+        &in_tree_bindings,
+        &portcullis_bindings,
+    );
+
+    // Each binding's warnings, in-tree and from Portcullis.
+    type Warnings = [Vec<String>; 2];
+    let answer = |args: &[&str]| -> (Warnings, Warnings) {
+        let mut args = args.to_vec();
+        args.push("--dry-run=server");
+        let output = cluster.kubectl(&args);
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        let warnings = |who: &str| {
+            ["prod", "not-prod"]
+                .map(|binding| policy_warnings(&output, POLICY, &format!("{binding}-{who}")))
+        };
+        (warnings("in-tree"), warnings("portcullis"))
+    };
+    let create = |namespace| vec!["create", "configmap", "probe", "-n", namespace];
+    eventually(
+        "the in-tree policy and Portcullis to warn",
+        Duration::from_secs(60),
+        || match answer(&create("bns-prod")) {
+            (in_tree, from_portcullis) if !in_tree[0].is_empty() && in_tree == from_portcullis => {
+                Ok(())
+            }
+            other => Err(format!("{other:?}")),
+        },
+    );
+    let mut created_in_tree = std::collections::BTreeMap::new();
+    for (namespace, warning_binding) in namespaces {
+        for args in [
+            create(namespace),
+            vec!["label", "configmap", "settings", "-n", namespace, "e2e=1"],
+            vec!["delete", "configmap", "settings", "-n", namespace],
+        ] {
+            let (in_tree, from_portcullis) = answer(&args);
+            assert_eq!(
+                in_tree, from_portcullis,
+                "{args:?}: the in-tree policy and Portcullis disagree"
+            );
+            for (binding, warnings) in in_tree.iter().enumerate() {
+                assert_eq!(
+                    warnings.len(),
+                    usize::from(warning_binding == Some(binding)),
+                    "{args:?}: binding {binding} warned {warnings:?}"
+                );
+            }
+            if args[0] == "create" {
+                created_in_tree.insert(namespace, in_tree);
+            }
+        }
+    }
+
+    // Offline: `check` of the CREATEs with the namespaces as the apiserver lists them.
+    let listed = work.path().join("namespaces.json");
+    std::fs::write(
+        &listed,
+        cluster.kubectl_ok(&["get", "namespaces", "-o", "json"]),
+    )
+    .unwrap();
+    let probes = work.path().join("probes.yaml");
+    let documents: String = namespaces
+        .iter()
+        .map(|(namespace, _)| {
+            format!(
+                "---\n{}\n",
+                serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "probe", "namespace": namespace}})
+            )
+        })
+        .collect();
+    std::fs::write(&probes, documents).unwrap();
+    let results = checked(&[&policy, &portcullis_bindings], &[&listed, &probes]);
+    for (namespace, _) in namespaces {
+        let result = results
+            .iter()
+            .find(|r| r["kind"] == "ConfigMap" && r["namespace"] == namespace)
+            .unwrap();
+        let offline = ["prod", "not-prod"]
+            .map(|binding| checked_warnings(result, POLICY, &format!("{binding}-portcullis")));
+        assert_eq!(
+            offline, created_in_tree[namespace],
+            "check disagrees with the apiserver in {namespace}"
+        );
+    }
+    eprintln!(
+        "e2e ({version}): the in-tree policy and Portcullis (serve, and check for the CREATEs) \
+         agree on namespace-selected bindings over {} requests in {} namespaces",
+        namespaces.len() * 3,
+        namespaces.len()
+    );
+}
+
 /// Differential test: the same MutatingAdmissionPolicy (`tests/fixtures/e2e/map`: an
 /// ApplyConfiguration merging a label and container limits, a JSONPatch capping replicas) in
 /// the real kube-apiserver and in Portcullis must give the same object for every one of a
