@@ -259,6 +259,16 @@ impl KindCache {
         Some((namespace, name, Arc::new(value)))
     }
 
+    /// Keeps `object` (added or changed) as [`KindCache::param_object`] makes it.
+    fn keep(&self, object: DynamicObject) {
+        if let Some((namespace, name, value)) = self.param_object(object) {
+            self.write()
+                .entry(namespace)
+                .or_default()
+                .insert(name, value);
+        }
+    }
+
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Objects> {
         self.objects.write().unwrap_or_else(|e| e.into_inner())
     }
@@ -571,13 +581,7 @@ impl ClusterParams {
             let _ = cache.reader.set(reader);
         }
         for object in objects {
-            if let Some((namespace, name, value)) = cache.param_object(object) {
-                cache
-                    .write()
-                    .entry(namespace)
-                    .or_default()
-                    .insert(name, value);
-            }
+            cache.keep(object);
         }
         params.caches.store(Arc::new(BTreeMap::from([(
             (kind.api_version, kind.kind),
@@ -711,13 +715,7 @@ where
                 }
             }
             Ok(watcher::Event::Apply(object)) => {
-                if let Some((namespace, name, value)) = cache.param_object(object) {
-                    cache
-                        .write()
-                        .entry(namespace)
-                        .or_default()
-                        .insert(name, value);
-                }
+                cache.keep(object);
             }
             Ok(watcher::Event::Delete(object)) => {
                 let namespace = object.metadata.namespace.unwrap_or_default();
