@@ -807,3 +807,212 @@ fn the_policy_budgets_stop_the_same_policies_as_the_apiserver() {
     }
     assert!(differences.is_empty(), "{differences:#?}");
 }
+
+/// A MutatingAdmissionPolicy for Pods labelled `cost-case: <name>`: `variables` variables
+/// repeating [`BUDGET_EXPRESSION`], and `mutations` mutations of `patch_type` (each labels the
+/// Pod `mutation-<i>: ran`) that each read every variable.
+fn mutation_budget_policy_yaml(
+    name: &str,
+    variables: usize,
+    mutations: usize,
+    patch_type: &str,
+) -> String {
+    let read_all = (0..variables)
+        .map(|i| format!("variables.v{i}"))
+        .collect::<Vec<_>>()
+        .join(" && ");
+    let mut spec = String::from("  variables:\n");
+    for i in 0..variables {
+        spec.push_str(&format!(
+            "    - name: v{i}\n      expression: {BUDGET_EXPRESSION:?}\n"
+        ));
+    }
+    spec.push_str("  mutations:\n");
+    for i in 0..mutations {
+        let label = format!("mutation-{i}");
+        let (field, expression) = match patch_type {
+            "ApplyConfiguration" => (
+                "applyConfiguration",
+                format!(
+                    "Object{{metadata: Object.metadata{{labels: {{'{label}': ({read_all}) ? \
+                     'ran' : 'no'}}}}}}"
+                ),
+            ),
+            _ => (
+                "jsonPatch",
+                format!(
+                    "[JSONPatch{{op: 'add', path: '/metadata/labels/{label}', value: \
+                     ({read_all}) ? 'ran' : 'no'}}]"
+                ),
+            ),
+        };
+        spec.push_str(&format!(
+            "    - patchType: {patch_type}\n      {field}:\n        expression: {expression:?}\n"
+        ));
+    }
+    format!(
+        "apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata:
+  name: {name}
+spec:
+  failurePolicy: Fail
+  reinvocationPolicy: Never
+  matchConstraints:
+    objectSelector:
+      matchLabels:
+        cost-case: {name}
+    resourceRules:
+      - apiGroups: [\"\"]
+        apiVersions: [v1]
+        operations: [CREATE]
+        resources: [pods]
+{spec}---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata:
+  name: {name}
+spec:
+  policyName: {name}
+---
+"
+    )
+}
+
+/// The apiserver gives each mutation of a MutatingAdmissionPolicy a budget of 10 000 000 units
+/// of its own, for the mutation and the variables it reads (`RuntimeCELCostBudget` per
+/// `Patch`); the mutation that overruns it fails with `validation failed due to running out of
+/// cost budget, …`, which denies under `failurePolicy: Fail`. For each patch type, a policy
+/// whose mutations each read as many variables as fit (two mutations: each has its own budget)
+/// and one whose mutation reads one more, checked by Portcullis and by the apiserver.
+#[test]
+fn the_mutation_budget_stops_the_same_mutations_as_the_apiserver() {
+    let env = CelEnvironment::kubernetes().limits(CelLimits {
+        max_eval_time: Duration::from_secs(120),
+        ..CelLimits::default()
+    });
+    let program = env.compile(BUDGET_EXPRESSION).unwrap();
+    let (_, cost) = program.evaluate_with_cost(&Activation::new().object(&budget_pod("probe")));
+    // Reading a variable adds 2 units (`variables`, then `.vN`); the rest of the mutation (the
+    // `&&`s, the conditional, building the patch) a few dozen.
+    let fits = ((10_000_000 - 1_000) / (cost + 2)) as usize;
+    assert!(
+        (fits + 1) as u64 * cost > 10_000_000,
+        "one call costs {cost}"
+    );
+    // (name, variables, mutations, patch type, whether the mutations ran)
+    let cases = [
+        ("budget-apply-fit", fits, 2, "ApplyConfiguration", true),
+        (
+            "budget-apply-over",
+            fits + 1,
+            1,
+            "ApplyConfiguration",
+            false,
+        ),
+        ("budget-patch-fit", fits, 2, "JSONPatch", true),
+        ("budget-patch-over", fits + 1, 1, "JSONPatch", false),
+    ];
+    let work = tempfile::tempdir().unwrap();
+    let policies = work.path().join("policies.yaml");
+    let yaml: String = cases
+        .iter()
+        .map(|(name, variables, mutations, patch_type, _)| {
+            mutation_budget_policy_yaml(name, *variables, *mutations, patch_type)
+        })
+        .collect();
+    std::fs::write(&policies, yaml).unwrap();
+    let mut files = Vec::new();
+    for (name, ..) in &cases {
+        let file = work.path().join(format!("{name}.json"));
+        let mut object = budget_pod(name);
+        object["metadata"]["labels"] = json!({"cost-case": name});
+        std::fs::write(&file, serde_json::to_vec(&object).unwrap()).unwrap();
+        files.push((file, object));
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .args(["check", "--cel-timeout", "10m", "--output", "json"])
+        .arg("--policies")
+        .arg(&policies)
+        .args(files.iter().map(|(file, _)| file))
+        .output()
+        .unwrap();
+    let checked: Vec<Value> = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("check output: {e}: {}", stderr(&output)));
+    assert_eq!(checked.len(), cases.len());
+    let labels_of = |object: &Value| {
+        let labels = &object["metadata"]["labels"];
+        (0..2)
+            .map(|i| {
+                labels[format!("mutation-{i}")]
+                    .as_str()
+                    .unwrap_or("-")
+                    .to_owned()
+            })
+            .collect::<Vec<_>>()
+    };
+    // Portcullis on its own: both mutations ran within their own budgets, or the one over its
+    // budget denied the request.
+    for ((name, _, mutations, _, ran), portcullis) in cases.iter().zip(&checked) {
+        if *ran {
+            assert_eq!(portcullis["allowed"], true, "{name}: {portcullis}");
+            let labels = labels_of(&portcullis["patchedObject"]);
+            assert_eq!(labels, vec!["ran"; *mutations], "{name}");
+        } else {
+            let violations = portcullis["violations"].to_string();
+            assert_eq!(portcullis["allowed"], false, "{name}: {violations}");
+            assert!(violations.contains(OUT_OF_BUDGET), "{name}: {violations}");
+        }
+    }
+
+    let Some(bin) = e2e_bin() else { return };
+    let cluster = ControlPlane::start(&bin);
+    cluster.kubectl_ok(&["apply", "-f", policies.to_str().unwrap()]);
+    let in_force = |object: &Value| {
+        let output = cluster.kubectl_stdin(
+            &["create", "--dry-run=server", "-o", "json", "-f", "-"],
+            &serde_json::to_string(object).unwrap(),
+        );
+        if output.status.success() {
+            Ok(serde_json::from_slice::<Value>(&output.stdout).unwrap())
+        } else {
+            Err(stderr(&output))
+        }
+    };
+    let (_, last) = &files[files.len() - 1];
+    eventually(
+        "the mutation budget policies to be in force",
+        Duration::from_secs(60),
+        || match in_force(last) {
+            Err(error) if error.contains(OUT_OF_BUDGET) => Ok(()),
+            other => Err(format!("{:?}", other.map(|o| labels_of(&o)))),
+        },
+    );
+    let mut differences = Vec::new();
+    for (((name, ..), (_, object)), portcullis) in cases.iter().zip(&files).zip(&checked) {
+        let apiserver = in_force(object);
+        eprintln!("{name}: apiserver {:?}", apiserver.as_ref().map(&labels_of));
+        let agrees = match &apiserver {
+            Ok(mutated) => {
+                portcullis["allowed"] == true
+                    && labels_of(mutated) == labels_of(&portcullis["patchedObject"])
+            }
+            Err(error) => {
+                let message = portcullis["violations"][0]["message"]
+                    .as_str()
+                    .unwrap_or("-");
+                portcullis["allowed"] == false
+                    && error.contains(OUT_OF_BUDGET)
+                    && error.contains(message)
+            }
+        };
+        if !agrees {
+            differences.push(format!(
+                "{name}: apiserver {:?}, Portcullis {}",
+                apiserver.map(|o| labels_of(&o)),
+                portcullis["violations"]
+            ));
+        }
+    }
+    assert!(differences.is_empty(), "{differences:#?}");
+}

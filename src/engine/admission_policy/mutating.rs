@@ -18,7 +18,9 @@ use crate::defaulting::apply_defaults;
 use crate::engine::cel_input::CelInputCell;
 use crate::engine::{Decision, NamespaceLookup, PolicyOutcome, Violation};
 use crate::expressions::cel_to_json;
-use crate::expressions::{Expression, apply_configuration_type, json_patch_list_type};
+use crate::expressions::{
+    CostBudget, Expression, POLICY_COST_BUDGET, apply_configuration_type, json_patch_list_type,
+};
 use crate::patch::json_patch::{PatchError, apply_operation};
 use crate::policy::admission_policy::{
     Document, FailurePolicy, MutatingBindingSpec, MutatingPolicySpec, Mutation, PatchType,
@@ -317,10 +319,15 @@ fn run_policy(
             }
             let object = &mut mutated.object;
             for mutation in &policy.mutations {
-                // Each mutation sees the object as the previous ones left it.
-                let result = evaluation
+                // Each mutation sees the object as the previous ones left it, and has a
+                // budget of its own for itself and the variables it reads.
+                let (value, cost) = evaluation
                     .scope(Some(&*object))
-                    .evaluate(mutation.expression())
+                    .evaluate_with_cost(mutation.expression());
+                let result = CostBudget::new(POLICY_COST_BUDGET)
+                    .spend(cost)
+                    .map_err(String::from)
+                    .and(value)
                     .and_then(|value| mutation.apply(&value, object, schema.as_ref()))
                     .and_then(|patched| typed_form(&request.kind, patched));
                 match result {

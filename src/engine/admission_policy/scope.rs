@@ -51,12 +51,8 @@ impl<'a> Scope<'a> {
         Scope { activation }
     }
 
-    /// Evaluates `expression`; an error is worded as the apiserver words it.
-    pub(super) fn evaluate(&self, expression: &Expression) -> Result<cel::Value, String> {
-        expression.evaluate_worded(&self.activation)
-    }
-
-    /// Like [`Scope::evaluate`], with the runtime cost charged.
+    /// Evaluates `expression`, worded as the apiserver words an error, with the runtime cost
+    /// it was charged (the variables it read included).
     pub(super) fn evaluate_with_cost(
         &self,
         expression: &Expression,
