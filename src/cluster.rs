@@ -48,18 +48,42 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(1);
 const READ_ANSWERS_MAX: usize = 1024;
 
 /// The answers of reads of single objects that a watch did not hold yet, by key, each used for
-/// [`FETCHED_TTL`]: the object, or `None` when there was none or the read failed.
+/// [`FETCHED_TTL`]: the object, or `None` when there was none or the read failed. One read
+/// per key is in flight at a time: requests that need the same object meanwhile wait for its
+/// answer.
 pub(crate) struct ReadAnswers<K, T> {
     answers: Mutex<HashMap<K, (Instant, Option<T>)>>,
+    /// The reads in flight, by key: locked by the request that reads, until its answer is kept.
+    in_flight: Mutex<HashMap<K, Arc<tokio::sync::Mutex<()>>>>,
     /// Reads by result: `found`, `not_found`, `error` or `timeout`.
     results: Family<ResultLabels, Counter>,
 }
 
-impl<K: Hash + Eq, T: Clone> ReadAnswers<K, T> {
+/// A read in flight, taken out of [`ReadAnswers::in_flight`] when it ends, answered or not
+/// (its request may be dropped while it waits).
+struct Reading<'a, K: Hash + Eq, T> {
+    answers: &'a ReadAnswers<K, T>,
+    key: K,
+    _gate: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl<K: Hash + Eq, T> Drop for Reading<'_, K, T> {
+    fn drop(&mut self) {
+        let mut in_flight = self
+            .answers
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        in_flight.remove(&self.key);
+    }
+}
+
+impl<K: Hash + Eq + Clone, T: Clone> ReadAnswers<K, T> {
     /// No answers yet; reads are counted in `results`.
     pub(crate) fn new(results: Family<ResultLabels, Counter>) -> Self {
         ReadAnswers {
             answers: Mutex::new(HashMap::new()),
+            in_flight: Mutex::new(HashMap::new()),
             results,
         }
     }
@@ -73,6 +97,8 @@ impl<K: Hash + Eq, T: Clone> ReadAnswers<K, T> {
 
     /// Awaits `read` for at most `timeout`, keeps what it gave under `key` (made into the
     /// kept form by `keep`), and counts it. Failures are logged with `what` and `name`.
+    /// When a read of `key` is in flight already, waits (at most `timeout`) for its answer
+    /// instead, and reads only if it ended without one.
     pub(crate) async fn read<O>(
         &self,
         key: K,
@@ -82,7 +108,36 @@ impl<K: Hash + Eq, T: Clone> ReadAnswers<K, T> {
         read: impl Future<Output = Result<Option<O>, kube::Error>>,
         keep: impl FnOnce(O) -> Option<T>,
     ) {
-        let (answer, result) = match tokio::time::timeout(timeout, read).await {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let _reading = loop {
+            let gate = {
+                let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+                match in_flight.get(&key) {
+                    Some(gate) => gate.clone(),
+                    None => {
+                        let gate = Arc::new(tokio::sync::Mutex::new(()));
+                        // A new gate is never locked yet.
+                        let Ok(locked) = gate.clone().try_lock_owned() else {
+                            return;
+                        };
+                        in_flight.insert(key.clone(), gate);
+                        break Reading {
+                            answers: self,
+                            key: key.clone(),
+                            _gate: locked,
+                        };
+                    }
+                }
+            };
+            if tokio::time::timeout_at(deadline, gate.lock())
+                .await
+                .is_err()
+                || self.fresh(&key).is_some()
+            {
+                return;
+            }
+        };
+        let (answer, result) = match tokio::time::timeout_at(deadline, read).await {
             Ok(Ok(Some(object))) => (keep(object), "found"),
             Ok(Ok(None)) => (None, "not_found"),
             Ok(Err(error)) => {
@@ -631,5 +686,36 @@ mod tests {
         assert_eq!(read_results(&results, "timeout"), 1);
         // Without a client, nothing is read.
         assert!(!NamespaceCache::new(writer.as_reader()).fetches("other"));
+    }
+
+    #[tokio::test]
+    async fn requests_for_the_same_namespace_share_one_read() {
+        let writer = Writer::<Namespace>::default();
+        let (client, requests) = fake_api::client(&[]);
+        let results = Family::<ResultLabels, Counter>::default();
+        let cache = NamespaceCache::new(writer.as_reader()).with_reads(client, results.clone());
+        // A read that does not answer: the three requests wait for it, and end at their
+        // deadlines with it.
+        let deadline = Instant::now() + Duration::from_millis(100);
+        tokio::join!(
+            cache.fetch("slow", deadline),
+            cache.fetch("slow", deadline),
+            cache.fetch("slow", deadline),
+        );
+        assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(read_results(&results, "timeout"), 1);
+        assert!(!cache.fetches("slow"), "the answer is kept");
+        // A read whose request went away (dropped while waiting for the API) leaves no read
+        // in flight behind it: the next request reads again.
+        let (client, requests) = fake_api::client(&[]);
+        let cache = NamespaceCache::new(writer.as_reader()).with_reads(client, results.clone());
+        let far = Instant::now() + Duration::from_secs(60);
+        let abandoned = tokio::time::timeout(Duration::from_millis(20), cache.fetch("slow", far));
+        assert!(abandoned.await.is_err());
+        cache
+            .fetch("slow", Instant::now() + Duration::from_millis(50))
+            .await;
+        assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert_eq!(read_results(&results, "timeout"), 2);
     }
 }
