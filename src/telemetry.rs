@@ -1,11 +1,13 @@
 //! Logging setup. Log lines carry request metadata only, never object contents: reviews carry
 //! Secrets.
 
+mod batched;
 mod format;
 
 use clap::ValueEnum;
 use tracing_subscriber::EnvFilter;
 
+pub use batched::{FLUSH_INTERVAL, flush};
 pub use format::{FieldVisitor, PlainFields, PlainVisitor, UtcMicros};
 
 /// How log lines are written.
@@ -23,8 +25,10 @@ pub enum LogFormat {
 const QUIET_WATCHER: &str = "notify=warn";
 
 /// Installs the global tracing subscriber writing to stderr. `level` is an `EnvFilter`
-/// directive (`info`, `portcullis=debug` …); `RUST_LOG`, when set, wins.
-pub fn init(format: LogFormat, level: &str) {
+/// directive (`info`, `portcullis=debug` …); `RUST_LOG`, when set, wins. With `batching`
+/// (`serve`), lines below `warn` are written in batches at most [`FLUSH_INTERVAL`] late;
+/// [`flush`] writes what is left.
+pub fn init(format: LogFormat, level: &str, batching: bool) {
     let from_env = std::env::var("RUST_LOG")
         .ok()
         .filter(|value| !value.is_empty());
@@ -43,7 +47,7 @@ pub fn init(format: LogFormat, level: &str) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_timer(UtcMicros)
-        .with_writer(std::io::stderr)
+        .with_writer(batched::stderr_lines(batching))
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let _ = match format {
         LogFormat::Text => builder.fmt_fields(PlainFields::default()).try_init(),

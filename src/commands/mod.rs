@@ -23,7 +23,8 @@ pub use webhook_config::webhook_config;
 /// failure; `check`, `test` and `audit` choose their own codes (0 or 1) and exit 2 on an
 /// error.
 pub fn run(cli: Cli) -> ExitCode {
-    crate::telemetry::init(cli.log_format, &cli.log_level);
+    let serving = matches!(cli.command, Command::Serve(_));
+    crate::telemetry::init(cli.log_format, &cli.log_level, serving);
     let done = |result: anyhow::Result<()>| result.map(|()| ExitCode::SUCCESS);
     let offline = matches!(
         cli.command,
@@ -71,6 +72,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Test(args) => test_suites(args),
         Command::Audit(args) => audit(args),
     };
+    crate::telemetry::flush();
     match result {
         Ok(code) => code,
         // The offline commands' errors are for the terminal, not for a log.
@@ -112,6 +114,8 @@ pub fn load_engine(policies: &[std::path::PathBuf]) -> anyhow::Result<crate::eng
         return Ok(crate::engine::Engine::builtin());
     }
     let engine = crate::engine::Engine::load(policies)?;
+    // After the lines logged while loading.
+    crate::telemetry::flush();
     eprint!("{}", type_checking_report(&engine.type_checking()));
     Ok(engine)
 }
