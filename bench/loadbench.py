@@ -62,6 +62,8 @@ SMALL_POD_ROUNDS = int(os.environ.get("BENCH_SMALL_POD_ROUNDS", "5"))
 # standard set) take turns on each body, BENCH_ROUNDS rounds of c=16.
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 ROUND_REQUESTS = {"pod-10kb": 10000, "configmap": 20000}
+# BENCH_ROUNDS_H2=0 leaves out the rounds over HTTP/2.
+ROUNDS_H2 = os.environ.get("BENCH_ROUNDS_H2", "1") != "0"
 HEAVY_BODY = ROOT / "bench/fixtures/pod-44-containers-review.json"
 # Isolation run: heavy requests kept in flight, and the cheap requests' rate and count.
 HEAVY_IN_FLIGHT = 8
@@ -212,16 +214,19 @@ class Oha:
     def __init__(self, binary, ca):
         self.binary, self.ca = binary, ca
 
-    def argv(self, server, path, body, n, c, qps=None):
-        argv = [self.binary, "--no-tui", "--output-format", "json", "-n", str(n), "-c", str(c),
+    def argv(self, server, path, body, n, c, qps=None, h2=False):
+        """oha's command line: c HTTP/1.1 connections, or with `h2` one HTTP/2 connection that
+        carries c requests at a time, as the kube-apiserver calls a webhook."""
+        connections = ["--http2", "-c", "1", "-p", str(c)] if h2 else ["-c", str(c)]
+        argv = [self.binary, "--no-tui", "--output-format", "json", "-n", str(n), *connections,
                 "-m", "POST", "-T", "application/json", "-D", str(body), "--cacert", str(self.ca),
                 "-t", "10s"]
         if qps:
             argv += ["-q", f"{qps:.0f}", "--latency-correction"]
         return argv + [f"https://127.0.0.1:{server.port}{path}"]
 
-    def start(self, server, path, body, n, c, qps=None):
-        return subprocess.Popen(self.argv(server, path, body, n, c, qps), stdout=subprocess.PIPE,
+    def start(self, server, path, body, n, c, qps=None, h2=False):
+        return subprocess.Popen(self.argv(server, path, body, n, c, qps, h2), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
 
     @staticmethod
@@ -231,9 +236,9 @@ class Oha:
             raise SystemExit(f"oha failed ({proc.returncode}): {err.decode(errors='replace')}")
         return summarize(json.loads(out), n)
 
-    def run(self, server, path, body, n, c, qps=None):
+    def run(self, server, path, body, n, c, qps=None, h2=False):
         before, drops = cpu_seconds(server.pid), listen_drops()
-        result = self.finish(self.start(server, path, body, n, c, qps), n)
+        result = self.finish(self.start(server, path, body, n, c, qps, h2), n)
         result["cpu_per_1000"] = (cpu_seconds(server.pid) - before) * 1000 / n
         result["syn_drops"] = listen_drops() - drops
         return result
@@ -680,16 +685,16 @@ def run(args, workdir):
 def alternating_rounds(oha, servers, bodies, rounds):
     """Warms every server up on every body (a tenth of its requests), then runs `rounds` rounds
     of c=16 in which each server takes its turn on each body, so that the machine's drift falls
-    on all. `bodies` maps a name to (review file, requests per run); returns the oha results by
-    (server name, body name)."""
+    on all. `bodies` maps a name to (review file, requests per run, HTTP/2 on one connection
+    or HTTP/1.1 on 16); returns the oha results by (server name, body name)."""
     runs = {(server.name, name): [] for server in servers for name in bodies}
-    for path, n in bodies.values():
+    for path, n, h2 in bodies.values():
         for server in servers:
-            oha.run(server, "/validate", path, max(256, n // 10), 16)
+            oha.run(server, "/validate", path, max(256, n // 10), 16, h2=h2)
     for _ in range(rounds):
-        for name, (path, n) in bodies.items():
+        for name, (path, n, h2) in bodies.items():
             for server in servers:
-                r = oha.run(server, "/validate", path, n, 16)
+                r = oha.run(server, "/validate", path, n, 16, h2=h2)
                 runs[(server.name, name)].append(r)
                 log(f"{server.name} {name} c=16: {r['rps']:.0f} req/s, "
                     f"{r['cpu_per_1000']:.4f} CPU s / 1000, failed {r['failed']}")
@@ -769,8 +774,12 @@ def rounds(args, oha, workdir, certs, scale):
     for server in servers:
         RUNNING.append(server.start())
     counts = {body: max(1000, int(n * scale)) for body, n in ROUND_REQUESTS.items()}
-    runs = alternating_rounds(oha, servers, {body: (BODIES[body], n) for body, n in counts.items()},
-                              ROUNDS)
+    # HTTP/1.1 on 16 connections, and HTTP/2 on one connection as the kube-apiserver calls
+    # webhooks (client-go's transport negotiates h2 and multiplexes its requests).
+    bodies = {body: (BODIES[body], n, False) for body, n in counts.items()}
+    if ROUNDS_H2:
+        bodies.update({f"{body} (h2)": (BODIES[body], n, True) for body, n in counts.items()})
+    runs = alternating_rounds(oha, servers, bodies, ROUNDS)
     for server in servers:
         server.stop()
         RUNNING.remove(server)
@@ -778,7 +787,9 @@ def rounds(args, oha, workdir, certs, scale):
     median = lambda name, body, key: statistics.median(r[key] for r in runs[(name, body)])  # noqa: E731
     md = ["## Alternating rounds: the 10 KB Pod and the ConfigMap\n",
           f"`/validate`, c=16, {' and '.join(f'{n} requests of {b}' for b, n in counts.items())} "
-          f"per round, {ROUNDS} rounds, the servers in turn. `standard`: "
+          f"per round, {ROUNDS} rounds, the servers in turn; each body over HTTP/1.1 on 16 "
+          "connections and, marked `(h2)`, over HTTP/2 on one connection carrying 16 requests "
+          "at a time (as the kube-apiserver calls webhooks). `standard`: "
           "tests/fixtures/bench/policies and bench/fixtures/vap."
           + (f" `baseline-*`: {args.baseline}." if args.baseline else "") + "\n"]
     rows = []
@@ -792,7 +803,7 @@ def rounds(args, oha, workdir, certs, scale):
                      "CPU ms / 1000 per round", "failed"], rows) + "\n")
     ratios = []
     names = [server.name for server in servers]
-    for body in counts:
+    for body in bodies:
         pairs = [("standard", "floor"), ("baseline-standard", "baseline-floor"),
                  ("standard", "baseline-standard"), ("floor", "baseline-floor"),
                  ("standard", "go-peer")]

@@ -19,8 +19,9 @@
 # cargo build), OHA, GO, BENCH_KEEP=1 (keep the work dir with the server logs),
 # BENCH_BASELINE_BIN (an earlier build of portcullis, run beside this one in the rounds and
 # small-Pod sections),
-# BENCH_ROUNDS and BENCH_SMALL_POD_ROUNDS (rounds of those sections, 5 each), BENCH_ONLY (one
-# section: isolation, small-pod or rounds).
+# BENCH_ROUNDS and BENCH_SMALL_POD_ROUNDS (rounds of those sections, 5 each), BENCH_ROUNDS_H2=0
+# (the rounds section without its HTTP/2 runs), BENCH_ONLY (one section: isolation, small-pod or
+# rounds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
