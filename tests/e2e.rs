@@ -1800,6 +1800,79 @@ fn typed_objects_through_portcullis_on_the_older_apiserver_agree_with_v1_37() {
 const TYPED_MISSING: &str = "add operation does not apply: doc is missing path: \"/metadata/annotations/team\": missing value";
 
 /// Namespace `typed` and the Widget CRD, established.
+/// ApplyConfigurations the apiserver accepts at create and refuses at admission
+/// (tests/fixtures/e2e/apply-errors): `Object…{}` literals named otherwise than their field
+/// path from the root (cel-go's type-name check), and values of the wrong type for their field
+/// (the typed conversion's messages, which print Go values). `portcullis check` must refuse
+/// each Deployment with the apiserver's words; where several literals are misnamed, with the
+/// same lines (the apiserver lists them in Go's map order).
+#[test]
+fn apply_configuration_errors_agree_with_the_apiserver() {
+    let Some(bin) = e2e_bin() else { return };
+    let cluster = ControlPlane::start(&bin);
+    let folder = fixture_path("apply-errors");
+    cluster.kubectl_ok(&["apply", "-f", &format!("{folder}/policies.yaml")]);
+    let objects = typed_objects(&folder);
+    for object in &objects {
+        let name = object["metadata"]["name"].as_str().unwrap().to_owned();
+        eventually(
+            &format!("the policy for {name} to be active"),
+            Duration::from_secs(60),
+            || match cluster.dry_run_json("default", object) {
+                Err(error) if error.contains(&format!("apply-error-{name}")) => Ok(()),
+                other => Err(format!("{other:?}")),
+            },
+        );
+    }
+    let output = Command::new(PORTCULLIS)
+        .args(["check", "--output", "json", "--policies"])
+        .arg(format!("{folder}/policies.yaml"))
+        .arg(format!("{folder}/objects.yaml"))
+        .output()
+        .unwrap();
+    let results: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("check output: {e}: {}", stderr(&output)));
+    assert_eq!(results.len(), objects.len());
+    // The misnamed literals, one line each, whatever their order; the rest of the message.
+    let split = |text: &str| {
+        let mut mismatches = std::collections::BTreeSet::new();
+        let mut rest = String::new();
+        for line in text.trim_end().lines() {
+            match line.split_once("type mismatch: ") {
+                Some((head, mismatch)) => {
+                    rest.push_str(head);
+                    mismatches.insert(mismatch.to_owned());
+                }
+                None if line.starts_with("unexpected type name") => {
+                    mismatches.insert(line.to_owned());
+                }
+                None => rest.push_str(line),
+            }
+        }
+        (rest, mismatches)
+    };
+    let mut differences = Vec::new();
+    for (object, result) in objects.iter().zip(&results) {
+        let name = object["metadata"]["name"].as_str().unwrap();
+        let apiserver = cluster.dry_run_json("default", object).unwrap_err();
+        let message = result["violations"][0]["message"]
+            .as_str()
+            .unwrap_or("(admitted)");
+        let ((ours, our_mismatches), (theirs, their_mismatches)) =
+            (split(message), split(&apiserver));
+        if !theirs.contains(&ours) || our_mismatches != their_mismatches {
+            differences.push(format!(
+                "{name}:\n  apiserver: {apiserver}\n  portcullis: {message}"
+            ));
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+    eprintln!(
+        "e2e: {} apply configuration errors agree with the apiserver",
+        objects.len()
+    );
+}
+
 fn prepare_typed(cluster: &ControlPlane, folder: &str) {
     cluster.kubectl_ok(&["create", "namespace", "typed"]);
     cluster.kubectl_ok(&["apply", "-f", &format!("{folder}/policies/crd.yaml")]);

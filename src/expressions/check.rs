@@ -254,6 +254,10 @@ fn walk_call<'e>(
         .try_for_each(|a| walk(a, declared, composition, scope))
 }
 
+/// The key under which the map an `Object…{}` literal evaluates to keeps the literal's type
+/// name: a field name cannot hold a NUL, and JSON conversion leaves it out.
+pub const OBJECT_TYPE_KEY: &str = "\u{0}type";
+
 /// Charges every comprehension's range to the evaluation budget, and routes `matches` to the
 /// regex-caching implementation.
 pub(super) fn instrument(expr: &mut IdedExpr) {
@@ -311,8 +315,14 @@ pub(super) fn instrument(expr: &mut IdedExpr) {
         }
         Expr::Struct(s) => {
             // `Object{spec: ...}` and `JSONPatch{op: ...}` evaluate to maps with those keys,
-            // which is what apply configurations and patches are once serialized.
-            let entries = std::mem::take(&mut s.entries)
+            // which is what apply configurations and patches are once serialized. An
+            // `Object…{}` also keeps its type name, under a key no field can have, for the
+            // check of type names against field paths (`object_type_mismatches`).
+            let type_name = s
+                .type_name
+                .starts_with("Object")
+                .then(|| std::mem::take(&mut s.type_name));
+            let mut entries: Vec<IdedEntryExpr> = std::mem::take(&mut s.entries)
                 .into_iter()
                 .map(|entry| {
                     let expr = match entry.expr {
@@ -335,6 +345,20 @@ pub(super) fn instrument(expr: &mut IdedExpr) {
                     IdedEntryExpr { id: entry.id, expr }
                 })
                 .collect();
+            if let Some(type_name) = type_name {
+                let literal = |value: String| IdedExpr {
+                    id: expr.id,
+                    expr: Expr::Literal(LiteralValue::String(value.into())),
+                };
+                entries.push(IdedEntryExpr {
+                    id: expr.id,
+                    expr: EntryExpr::MapEntry(MapEntryExpr {
+                        key: literal(OBJECT_TYPE_KEY.to_owned()),
+                        value: literal(type_name),
+                        optional: false,
+                    }),
+                });
+            }
             expr.expr = Expr::Map(MapExpr { entries });
         }
         Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}

@@ -13,6 +13,7 @@ use cel::common::value::{Builtin, BuiltinRef, CowVal, Val};
 use cel::objects::{Key, Map};
 
 use super::CelEvalError;
+use super::check::OBJECT_TYPE_KEY;
 
 /// A JSON number as CEL types it: `int`, beyond `i64` `uint`, then `double`.
 pub(crate) enum JsonNumber {
@@ -325,6 +326,7 @@ pub fn cel_to_json(value: &Value) -> Result<serde_json::Value, CelEvalError> {
             let mut object = serde_json::Map::with_capacity(map.map.len());
             for (k, v) in map.map.iter() {
                 let key = match k {
+                    Key::String(s) if s.as_str() == OBJECT_TYPE_KEY => continue,
                     Key::String(s) => s.to_string(),
                     Key::Int(i) => i.to_string(),
                     Key::Uint(u) => u.to_string(),
@@ -343,6 +345,73 @@ pub fn cel_to_json(value: &Value) -> Result<serde_json::Value, CelEvalError> {
             )));
         }
     })
+}
+
+/// cel-go's check of an apply configuration (`ObjectVal.CheckTypeNamesMatchFieldPathNames`):
+/// each `Object…{}` in `value` must be named by its field path from the root (`Object.spec`
+/// under `spec`; a list's or map's items by the path of the field holding them). One message
+/// per literal named otherwise, in no particular order (cel-go walks Go maps).
+pub fn object_type_mismatches(value: &Value) -> Vec<String> {
+    let mut mismatches = Vec::new();
+    let mut path = object_type_name(value).unwrap_or("Object").to_owned();
+    check_object_type_names(value, &mut path, &mut mismatches);
+    mismatches
+}
+
+fn object_type_name(value: &Value) -> Option<&str> {
+    let Value::Map(map) = value else { return None };
+    match map
+        .map
+        .get(&Key::String(Arc::new(OBJECT_TYPE_KEY.to_owned())))
+    {
+        Some(Value::String(name)) => Some(name.as_str()),
+        _ => None,
+    }
+}
+
+fn check_object_type_names(value: &Value, path: &mut String, mismatches: &mut Vec<String>) {
+    match value {
+        Value::Map(map) => match object_type_name(value) {
+            Some(name) => {
+                if name != path.as_str() {
+                    mismatches.push(format!(
+                        "unexpected type name {name:?}, expected {path:?}, which matches field \
+                         name path from root Object type"
+                    ));
+                }
+                let mut fields: Vec<(&str, &Value)> = map
+                    .map
+                    .iter()
+                    .filter_map(|(key, field)| match key {
+                        Key::String(key) if key.as_str() != OBJECT_TYPE_KEY => {
+                            Some((key.as_str(), field))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                // In field order, for messages that read the same each time.
+                fields.sort_unstable_by_key(|(key, _)| *key);
+                for (key, field) in fields {
+                    let len = path.len();
+                    path.push('.');
+                    path.push_str(key);
+                    check_object_type_names(field, path, mismatches);
+                    path.truncate(len);
+                }
+            }
+            None => {
+                for item in map.map.values() {
+                    check_object_type_names(item, path, mismatches);
+                }
+            }
+        },
+        Value::List(items) => {
+            for item in items.iter() {
+                check_object_type_names(item, path, mismatches);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// CEL-ish text for a value in messages.

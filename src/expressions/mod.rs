@@ -46,7 +46,7 @@ pub use activation::{
     Activation, AuthorizationCheck, AuthorizationDecision, Authorizer, JsonSource, VariableValue,
 };
 pub use compiled::{compiled_evaluation_gave_up, map_order_observed};
-pub use convert::{cel_to_json, json_to_cel, json_to_val};
+pub use convert::{cel_to_json, json_to_cel, json_to_val, object_type_mismatches};
 pub use expression::{Declarations, Expression, Variables, type_name};
 pub use types::{
     CelType, DeclaredObject, ObjectFields, admission_request_type, apply_configuration_type,

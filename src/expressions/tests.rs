@@ -893,3 +893,45 @@ fn patterns_go_refuses_are_refused_by_both_evaluators() {
         );
     }
 }
+
+#[test]
+fn object_literals_keep_their_type_names_for_the_field_path_check() {
+    let object = json!({"spec": {"containers": [{"name": "app"}]}});
+    let activation = Activation::new().object(&object);
+    let checked = |source: &str| {
+        let value = eval(source, &activation).unwrap();
+        (object_type_mismatches(&value), cel_to_json(&value).unwrap())
+    };
+    // Named by their paths, wherever they sit (a list's items, a map's values): no mismatch,
+    // and the JSON has no trace of the names.
+    let (mismatches, json) = checked(
+        "Object{spec: Object.spec{template: Object.spec.template{spec: \
+         Object.spec.template.spec{containers: object.spec.containers.map(c, \
+         Object.spec.template.spec.containers{name: c.name})}}}, \
+         metadata: Object.metadata{labels: {'a': 'b'}}}",
+    );
+    assert!(mismatches.is_empty(), "{mismatches:?}");
+    assert_eq!(
+        json,
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "app"}]}}},
+               "metadata": {"labels": {"a": "b"}}})
+    );
+    // Misnamed: one message each, in field order.
+    let (mismatches, _) = checked(
+        "Object{spec: Object.spec.template{replicas: 3}, metadata: Object.spec{}, \
+         status: [Object.status.x{}]}",
+    );
+    assert_eq!(
+        mismatches,
+        [
+            "unexpected type name \"Object.spec\", expected \"Object.metadata\", which matches \
+             field name path from root Object type",
+            "unexpected type name \"Object.spec.template\", expected \"Object.spec\", which \
+             matches field name path from root Object type",
+            "unexpected type name \"Object.status.x\", expected \"Object.status\", which \
+             matches field name path from root Object type",
+        ]
+    );
+    // A map from the object, not a literal, has no type name to check.
+    assert!(checked("Object{spec: object.spec}").0.is_empty());
+}

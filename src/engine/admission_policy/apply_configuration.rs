@@ -391,15 +391,66 @@ fn render(value: &Value) -> String {
     }
 }
 
-fn describe(value: &Value) -> &'static str {
+/// Go's `%v` of the value SMD holds, as its boolean, map and list checks print it (inside
+/// `&{…}`: the pointer to SMD's wrapper). A list or map from a CEL literal, the usual source
+/// in an apply configuration, prints as Go prints cel-go's `[]ref.Val` and
+/// `map[ref.Val]ref.Val`: `[1 2]`, `map[a:1 b:x]`.
+fn go_default(value: &Value) -> String {
     match value {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "list",
-        Value::Object(_) => "map",
+        Value::Null => "<nil>".to_owned(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => go_number(n),
+        Value::String(s) => s.clone(),
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(go_default).collect();
+            format!("[{}]", items.join(" "))
+        }
+        Value::Object(map) => {
+            let entries: Vec<String> = map
+                .iter()
+                .map(|(key, item)| format!("{key}:{}", go_default(item)))
+                .collect();
+            format!("map[{}]", entries.join(" "))
+        }
     }
+}
+
+/// Go's `%#v` of the value SMD holds, as its string check prints it (inside
+/// `&value.valueUnstructured{Value:…}`), lists and maps as cel-go's literals hold them.
+fn go_syntax(value: &Value) -> String {
+    match value {
+        Value::Null => "interface {}(nil)".to_owned(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => go_number(n),
+        Value::String(s) => format!("{s:?}"),
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(go_syntax).collect();
+            format!("[]ref.Val{{{}}}", items.join(", "))
+        }
+        Value::Object(map) => {
+            let entries: Vec<String> = map
+                .iter()
+                .map(|(key, item)| format!("{key:?}:{}", go_syntax(item)))
+                .collect();
+            format!("map[ref.Val]ref.Val{{{}}}", entries.join(", "))
+        }
+    }
+}
+
+/// A number as Go prints an `int64` or a `float64` (`%v`, `%#v`): the shortest digits that
+/// read back, in exponent form (`1e+21`, `1e-07`) below 1e-4 and from 1e21.
+fn go_number(number: &serde_json::Number) -> String {
+    let Some(float) = number.as_f64().filter(|_| number.is_f64()) else {
+        return number.to_string();
+    };
+    let scientific = format!("{float:e}");
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    if (-4..21).contains(&exponent) {
+        return format!("{float}");
+    }
+    let sign = if exponent < 0 { '-' } else { '+' };
+    format!("{mantissa}e{sign}{:02}", exponent.abs())
 }
 
 /// `%T` of a value SMD holds unstructured, as its numeric check prints it.
@@ -433,12 +484,17 @@ fn validate(value: &Value, shape: Shape<'_>, path: &mut String, errors: &mut Vec
                 (Scalar::String, Value::String(_)) => None,
                 (Scalar::Numeric, Value::Number(_)) => None,
                 (Scalar::Boolean, Value::Bool(_)) => None,
-                (Scalar::String, _) => Some(format!("expected string, got {}", describe(value))),
+                (Scalar::String, _) => Some(format!(
+                    "expected string, got &value.valueUnstructured{{Value:{}}}",
+                    go_syntax(value)
+                )),
                 (Scalar::Numeric, _) => Some(format!(
                     "expected numeric (int or float), got {}",
                     go_type_name(value)
                 )),
-                (Scalar::Boolean, _) => Some(format!("expected boolean, got {}", describe(value))),
+                (Scalar::Boolean, _) => {
+                    Some(format!("expected boolean, got &{{{}}}", go_default(value)))
+                }
             };
             if let Some(message) = message {
                 errors.push(error(path, message));
@@ -461,7 +517,7 @@ fn validate(value: &Value, shape: Shape<'_>, path: &mut String, errors: &mut Vec
             }
             _ => errors.push(error(
                 path,
-                format!("expected map, got {}", describe(value)),
+                format!("expected map, got &{{{}}}", go_default(value)),
             )),
         },
         Shape::List(schema, kind, items) => match value {
@@ -492,7 +548,7 @@ fn validate(value: &Value, shape: Shape<'_>, path: &mut String, errors: &mut Vec
             }
             _ => errors.push(error(
                 path,
-                format!("expected list, got {}", describe(value)),
+                format!("expected list, got &{{{}}}", go_default(value)),
             )),
         },
     }
@@ -773,4 +829,34 @@ fn merge_lists(
         return Err(errors);
     }
     Ok((!out.is_empty()).then_some(Value::Array(out)))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{go_default, go_number, go_syntax};
+
+    #[test]
+    fn values_print_as_go_prints_them() {
+        let number = |value: serde_json::Value| go_number(value.as_number().unwrap());
+        assert_eq!(number(json!(1)), "1");
+        assert_eq!(number(json!(-7)), "-7");
+        assert_eq!(number(json!(1.5)), "1.5");
+        assert_eq!(number(json!(2.0)), "2");
+        assert_eq!(number(json!(1e20)), "100000000000000000000");
+        assert_eq!(number(json!(1e21)), "1e+21");
+        assert_eq!(number(json!(-2.5e22)), "-2.5e+22");
+        assert_eq!(number(json!(0.0001)), "0.0001");
+        assert_eq!(number(json!(1e-7)), "1e-07");
+        let composite = json!({"k": [1, "a", true, 2.5], "b": {"x": "y"}});
+        assert_eq!(go_default(&composite), "map[b:map[x:y] k:[1 a true 2.5]]");
+        assert_eq!(
+            go_syntax(&composite),
+            "map[ref.Val]ref.Val{\"b\":map[ref.Val]ref.Val{\"x\":\"y\"}, \
+             \"k\":[]ref.Val{1, \"a\", true, 2.5}}"
+        );
+        assert_eq!(go_default(&json!("yes")), "yes");
+        assert_eq!(go_syntax(&json!("yes")), "\"yes\"");
+    }
 }

@@ -17,10 +17,10 @@ use crate::admission::{AdmissionRequest, GroupVersionKind};
 use crate::defaulting::apply_defaults;
 use crate::engine::cel_input::CelInputCell;
 use crate::engine::{Decision, NamespaceLookup, PolicyOutcome, Violation};
-use crate::expressions::cel_to_json;
 use crate::expressions::{
     CostBudget, Expression, POLICY_COST_BUDGET, apply_configuration_type, json_patch_list_type,
 };
+use crate::expressions::{cel_to_json, object_type_mismatches};
 use crate::patch::json_patch::{PatchError, apply_operation};
 use crate::policy::admission_policy::{
     Document, FailurePolicy, MutatingBindingSpec, MutatingPolicySpec, Mutation, PatchType,
@@ -53,6 +53,10 @@ impl CompiledMutation {
         match self {
             CompiledMutation::JsonPatch(expression) => json_patch(expression, value, object),
             CompiledMutation::ApplyConfiguration(expression) => {
+                let mismatches = object_type_mismatches(value);
+                if !mismatches.is_empty() {
+                    return Err(format!("type mismatch: {}", mismatches.join("\n")));
+                }
                 let Ok(partial @ Json::Object(_)) = cel_to_json(value) else {
                     return Err(format!(
                         "ApplyConfiguration expression '{}' must return an Object",
