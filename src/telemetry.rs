@@ -7,7 +7,7 @@ mod format;
 use clap::ValueEnum;
 use tracing_subscriber::EnvFilter;
 
-pub use batched::{FLUSH_INTERVAL, flush};
+pub use batched::flush;
 pub use format::{FieldVisitor, PlainFields, PlainVisitor, UtcMicros};
 
 /// How log lines are written.
@@ -26,8 +26,8 @@ const QUIET_WATCHER: &str = "notify=warn";
 
 /// Installs the global tracing subscriber writing to stderr. `level` is an `EnvFilter`
 /// directive (`info`, `portcullis=debug` …); `RUST_LOG`, when set, wins. With `batching`
-/// (`serve`), lines below `warn` are written in batches at most [`FLUSH_INTERVAL`] late;
-/// [`flush`] writes what is left.
+/// (`serve`), lines below `warn` are written in batches, at most 100 ms late; [`flush`]
+/// writes what is left.
 pub fn init(format: LogFormat, level: &str, batching: bool) {
     let from_env = std::env::var("RUST_LOG")
         .ok()

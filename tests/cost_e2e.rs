@@ -599,6 +599,35 @@ fn budget_pod(name: &str) -> Value {
 
 const OUT_OF_BUDGET: &str = "validation failed due to running out of cost budget";
 
+/// Writes a [`budget_pod`] per name into `work` and runs `portcullis check` with `policies` on
+/// them: the Pods (file and object) and check's results, in the same order.
+fn check_budget_pods(
+    work: &std::path::Path,
+    policies: &std::path::Path,
+    names: &[&str],
+) -> (Vec<(std::path::PathBuf, Value)>, Vec<Value>) {
+    let files: Vec<_> = names
+        .iter()
+        .map(|name| {
+            let file = work.join(format!("{name}.json"));
+            let object = budget_pod(name);
+            std::fs::write(&file, serde_json::to_vec(&object).unwrap()).unwrap();
+            (file, object)
+        })
+        .collect();
+    let output = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .args(["check", "--cel-timeout", "10m", "--output", "json"])
+        .arg("--policies")
+        .arg(policies)
+        .args(files.iter().map(|(file, _)| file))
+        .output()
+        .unwrap();
+    let checked: Vec<Value> = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("check output: {e}: {}", stderr(&output)));
+    assert_eq!(checked.len(), names.len());
+    (files, checked)
+}
+
 /// A policy for the budget cases: `conditions` matchConditions and `validations`
 /// validations repeating [`BUDGET_EXPRESSION`], read through a variable each when
 /// `through_variables`, then a validation that always fails, so that a policy that ran to the
@@ -755,23 +784,8 @@ fn the_policy_budgets_stop_the_same_policies_as_the_apiserver() {
         })
         .collect();
     std::fs::write(&policies, yaml).unwrap();
-    let mut files = Vec::new();
-    for (name, ..) in &cases {
-        let file = work.path().join(format!("{name}.json"));
-        let object = budget_pod(name);
-        std::fs::write(&file, serde_json::to_vec(&object).unwrap()).unwrap();
-        files.push((file, object));
-    }
-    let output = Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .args(["check", "--cel-timeout", "10m", "--output", "json"])
-        .arg("--policies")
-        .arg(&policies)
-        .args(files.iter().map(|(file, _)| file))
-        .output()
-        .unwrap();
-    let checked: Vec<Value> = serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("check output: {e}: {}", stderr(&output)));
-    assert_eq!(checked.len(), cases.len());
+    let names: Vec<&str> = cases.iter().map(|(name, ..)| *name).collect();
+    let (files, checked) = check_budget_pods(work.path(), &policies, &names);
     // Portcullis on its own: every policy ran to its end, or was stopped by its budget.
     for ((name, .., expect), portcullis) in cases.iter().zip(&checked) {
         let violations = portcullis["violations"].to_string();
@@ -922,24 +936,8 @@ fn the_mutation_budget_stops_the_same_mutations_as_the_apiserver() {
         })
         .collect();
     std::fs::write(&policies, yaml).unwrap();
-    let mut files = Vec::new();
-    for (name, ..) in &cases {
-        let file = work.path().join(format!("{name}.json"));
-        let mut object = budget_pod(name);
-        object["metadata"]["labels"] = json!({"cost-case": name});
-        std::fs::write(&file, serde_json::to_vec(&object).unwrap()).unwrap();
-        files.push((file, object));
-    }
-    let output = Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .args(["check", "--cel-timeout", "10m", "--output", "json"])
-        .arg("--policies")
-        .arg(&policies)
-        .args(files.iter().map(|(file, _)| file))
-        .output()
-        .unwrap();
-    let checked: Vec<Value> = serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("check output: {e}: {}", stderr(&output)));
-    assert_eq!(checked.len(), cases.len());
+    let names: Vec<&str> = cases.iter().map(|(name, ..)| *name).collect();
+    let (files, checked) = check_budget_pods(work.path(), &policies, &names);
     let labels_of = |object: &Value| {
         let labels = &object["metadata"]["labels"];
         (0..2)

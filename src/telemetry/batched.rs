@@ -11,7 +11,7 @@ use tracing::{Level, Metadata};
 use tracing_subscriber::fmt::MakeWriter;
 
 /// The longest a line waits in the batch.
-pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
+const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 
 /// A batch this large is written by the thread that filled it.
 const BATCH_BYTES: usize = 64 * 1024;
