@@ -976,3 +976,56 @@ fn a_folder_holds_policies_params_and_native_policies_together() {
     // configmap-params (two ConfigMaps), native-cel (three rules), replica-limit (non-test).
     assert_eq!(decision.violations.len(), 6, "{decision:?}");
 }
+
+/// The status a MutatingAdmissionPolicy's refusal is answered with, as kube-apiserver v1.37.2
+/// answers it (seen in its responses to the cases of tests/fixtures/e2e/patch-errors): 403 with
+/// the reason `Invalid` for a mutation that fails, 500 `InternalError` for a JSON Patch whose
+/// result the Deployment's Go type cannot decode, that error alone and unwrapped.
+#[test]
+fn mutating_policy_refusals_carry_the_apiservers_status() {
+    let folder = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/e2e/patch-errors");
+    let engine = Engine::load(&[folder.join("policies.yaml")]).unwrap();
+    let objects: Vec<Value> = serde_norway::Deserializer::from_str(
+        &std::fs::read_to_string(folder.join("objects.yaml")).unwrap(),
+    )
+    .map(|document| serde::Deserialize::deserialize(document).unwrap())
+    .collect();
+    for (name, code, reason, message) in [
+        (
+            "no-slash",
+            403,
+            "Invalid",
+            "policy 'patch-error-no-slash' with binding 'patch-error-no-slash' denied request: \
+             JSON Patch: add operation does not apply: doc is missing path: \
+             \"metadata/labels/x\": missing value",
+        ),
+        (
+            "add-wrong-type",
+            500,
+            "InternalError",
+            "Internal error occurred: json: cannot unmarshal string into Go struct field \
+             DeploymentSpec.spec.replicas of type int32",
+        ),
+        (
+            "add-unknown-field",
+            500,
+            "InternalError",
+            "Internal error occurred: strict decoding error: unknown field \"spec.replicaz\"",
+        ),
+    ] {
+        let object = objects
+            .iter()
+            .find(|object| object["metadata"]["name"] == name)
+            .unwrap();
+        let decision = evaluate(
+            &engine,
+            &request(object, "CREATE", json!({})),
+            Endpoint::Mutate,
+        );
+        assert!(decision.patch.is_none(), "{name}: no patch with a refusal");
+        let response = decision.to_response("u");
+        let status = response.status.as_ref().unwrap();
+        assert_eq!((status.code, status.reason), (code, reason), "{name}");
+        assert_eq!(status.message, message, "{name}");
+    }
+}

@@ -444,7 +444,7 @@ impl Engine {
                         object
                     };
                     let patched = mutated.object;
-                    if &patched != sent {
+                    if !mutated.failed && &patched != sent {
                         decision.patch = Some(crate::patch::json_patch::diff(sent, &patched));
                         decision.patched_object = Some(patched);
                     }

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::PatchOperation;
-use super::pointer::{push_pointer_token, tokens};
+use super::pointer::push_pointer_token;
 
 /// Why an operation did not apply, worded as the apiserver's JSON Patch library
 /// (`gopkg.in/evanphx/json-patch.v4` v4.13.0) words it.
@@ -23,30 +23,59 @@ fn failed(message: String) -> PatchError {
     PatchError::Failed(message)
 }
 
-/// The container that holds `tokens`' last token, as the library's `findObject` finds it:
-/// `None` when a step is missing or not a container.
-fn parent_mut<'v>(doc: &'v mut Value, tokens: &[String]) -> Option<&'v mut Value> {
-    let mut node = doc;
-    for token in tokens {
-        node = match node {
-            Value::Object(map) => map.get_mut(token)?,
-            Value::Array(items) => items.get_mut(token.parse::<usize>().ok()?)?,
-            _ => return None,
-        };
-    }
-    matches!(node, Value::Object(_) | Value::Array(_)).then_some(node)
+/// A path split as the library's `findObject` splits it: on `/`, each step unescaped (`~1`,
+/// `~0`), the first part dropped whatever it holds (the library does not check the leading
+/// `/`); `None` for a path without a `/`.
+fn split(path: &str) -> Option<(Vec<String>, String)> {
+    let mut steps: Vec<String> = path.split('/').skip(1).map(unescape).collect();
+    let last = steps.pop()?;
+    Some((steps, last))
 }
 
-fn get<'v>(doc: &'v Value, tokens: &[String]) -> Option<&'v Value> {
+fn unescape(step: &str) -> String {
+    step.replace("~1", "/").replace("~0", "~")
+}
+
+/// An index into a list of `len` items as the library reads it: negative indices count from
+/// the end; `slots` is `len` for an item that must exist, `len + 1` where one may be inserted.
+fn list_index(key: &str, slots: usize) -> Result<usize, String> {
+    let index: i64 = key.parse().map_err(|_| invalid_index(key))?;
+    let slots = i64::try_from(slots).unwrap_or(i64::MAX);
+    let resolved = if index < 0 { index + slots } else { index };
+    if index >= slots || resolved < 0 {
+        return Err(format!(
+            "Unable to access invalid index: {index}: invalid index referenced"
+        ));
+    }
+    usize::try_from(resolved).map_err(|_| invalid_index(key))
+}
+
+/// The container that holds `path`'s last step, and that step, as `findObject` finds them:
+/// `None` when a step is missing or not a container.
+fn find<'v>(doc: &'v mut Value, path: &str) -> Option<(&'v mut Value, String)> {
+    let (steps, last) = split(path)?;
     let mut node = doc;
-    for token in tokens {
+    for step in &steps {
         node = match node {
-            Value::Object(map) => map.get(token)?,
-            Value::Array(items) => items.get(token.parse::<usize>().ok()?)?,
+            Value::Object(map) => map.get_mut(step)?,
+            Value::Array(items) => {
+                let index = list_index(step, items.len()).ok()?;
+                items.get_mut(index)?
+            }
             _ => return None,
         };
     }
-    Some(node)
+    matches!(node, Value::Object(_) | Value::Array(_)).then_some((node, last))
+}
+
+/// The value at `key` of `container`, as the library's `get`: a missing key of an object is
+/// no value (`None`), not an error; a list's item must exist.
+fn get_in(container: &Value, key: &str) -> Result<Option<Value>, String> {
+    match container {
+        Value::Object(map) => Ok(map.get(key).cloned()),
+        Value::Array(items) => Ok(Some(items[list_index(key, items.len())?].clone())),
+        _ => Ok(None),
+    }
 }
 
 fn invalid_index(index: &str) -> String {
@@ -56,7 +85,8 @@ fn invalid_index(index: &str) -> String {
     }
 }
 
-/// Adds `value` at `tokens`; the error is the container's, before the operation's words.
+/// Adds `value` at `key` of `parent`; the error is the container's, before the operation's
+/// words.
 fn insert(parent: &mut Value, key: &str, value: Value) -> Result<(), String> {
     match parent {
         Value::Object(map) => {
@@ -68,13 +98,9 @@ fn insert(parent: &mut Value, key: &str, value: Value) -> Result<(), String> {
                 items.push(value);
                 return Ok(());
             }
-            match key.parse::<usize>() {
-                Ok(index) if index <= items.len() => {
-                    items.insert(index, value);
-                    Ok(())
-                }
-                _ => Err(invalid_index(key)),
-            }
+            let index = list_index(key, items.len() + 1)?;
+            items.insert(index, value);
+            Ok(())
         }
         _ => Err("unknown object type".to_owned()),
     }
@@ -85,18 +111,9 @@ fn take(parent: &mut Value, key: &str) -> Result<Value, String> {
         Value::Object(map) => map
             .remove(key)
             .ok_or_else(|| format!("Unable to remove nonexistent key: {key}: missing value")),
-        Value::Array(items) => match key.parse::<usize>() {
-            Ok(index) if index < items.len() => Ok(items.remove(index)),
-            _ => Err(invalid_index(key)),
-        },
+        Value::Array(items) => Ok(items.remove(list_index(key, items.len())?)),
         _ => Err("unknown object type".to_owned()),
     }
-}
-
-fn split(path: &str) -> Result<(Vec<String>, String), PatchError> {
-    let mut tokens = tokens(path).map_err(PatchError::Failed)?;
-    let last = tokens.pop().unwrap_or_default();
-    Ok((tokens, last))
 }
 
 fn add(doc: &mut Value, path: &str, value: Value) -> Result<(), PatchError> {
@@ -104,8 +121,7 @@ fn add(doc: &mut Value, path: &str, value: Value) -> Result<(), PatchError> {
         *doc = value;
         return Ok(());
     }
-    let (parents, last) = split(path)?;
-    let Some(parent) = parent_mut(doc, &parents) else {
+    let Some((parent, last)) = find(doc, path) else {
         return Err(failed(format!(
             "add operation does not apply: doc is missing path: \"{path}\": missing value"
         )));
@@ -115,8 +131,7 @@ fn add(doc: &mut Value, path: &str, value: Value) -> Result<(), PatchError> {
 }
 
 fn remove(doc: &mut Value, path: &str) -> Result<Value, PatchError> {
-    let (parents, last) = split(path)?;
-    let Some(parent) = parent_mut(doc, &parents) else {
+    let Some((parent, last)) = find(doc, path) else {
         return Err(failed(format!(
             "remove operation does not apply: doc is missing path: \"{path}\": missing value"
         )));
@@ -124,30 +139,34 @@ fn remove(doc: &mut Value, path: &str) -> Result<Value, PatchError> {
     take(parent, &last).map_err(|e| failed(format!("error in remove for path: '{path}': {e}")))
 }
 
+/// `replace`: an object's key is set whether or not it was there (the library's `get` of a
+/// missing key is no error); a list's item must exist.
 fn replace(doc: &mut Value, path: &str, value: Value) -> Result<(), PatchError> {
     if path.is_empty() {
         *doc = value;
         return Ok(());
     }
-    let (parents, last) = split(path)?;
-    let Some(parent) = parent_mut(doc, &parents) else {
+    let Some((parent, last)) = find(doc, path) else {
         return Err(failed(format!(
             "replace operation does not apply: doc is missing path: {path}: missing value"
         )));
     };
-    let slot = match parent {
-        Value::Object(map) => map.get_mut(&last),
-        Value::Array(items) => last.parse::<usize>().ok().and_then(|i| items.get_mut(i)),
-        _ => None,
+    let missing_key = || {
+        failed(format!(
+            "replace operation does not apply: doc is missing key: {path}: missing value"
+        ))
     };
-    match slot {
-        Some(slot) => {
-            *slot = value;
+    match parent {
+        Value::Object(map) => {
+            map.insert(last, value);
             Ok(())
         }
-        None => Err(failed(format!(
-            "replace operation does not apply: doc is missing key: {path}: missing value"
-        ))),
+        Value::Array(items) => {
+            let index = list_index(&last, items.len()).map_err(|_| missing_key())?;
+            items[index] = value;
+            Ok(())
+        }
+        _ => Err(missing_key()),
     }
 }
 
@@ -172,16 +191,14 @@ pub fn apply_operation(
         "replace" => replace(doc, path, need_value()?),
         "move" => {
             let from = need_from()?;
-            let (parents, last) = split(from)?;
-            let Some(parent) = parent_mut(doc, &parents) else {
+            let Some((parent, last)) = find(doc, from) else {
                 return Err(failed(format!(
                     "move operation does not apply: doc is missing from path: {from}: missing value"
                 )));
             };
             let moved = take(parent, &last)
                 .map_err(|e| failed(format!("error in move for path: '{last}': {e}")))?;
-            let (parents, last) = split(path)?;
-            let Some(parent) = parent_mut(doc, &parents) else {
+            let Some((parent, last)) = find(doc, path) else {
                 return Err(failed(format!(
                     "move operation does not apply: doc is missing destination path: {path}: \
                      missing value"
@@ -192,14 +209,16 @@ pub fn apply_operation(
         }
         "copy" => {
             let from = need_from()?;
-            let from_tokens = tokens(from).map_err(PatchError::Failed)?;
-            let Some(copied) = get(doc, &from_tokens).cloned() else {
+            let Some((parent, last)) = find(doc, from) else {
                 return Err(failed(format!(
                     "copy operation does not apply: doc is missing from path: {from}: missing value"
                 )));
             };
-            let (parents, last) = split(path)?;
-            let Some(parent) = parent_mut(doc, &parents) else {
+            // A missing key of an object copies as null, as the library copies no value.
+            let copied = get_in(parent, &last)
+                .map_err(|e| failed(format!("error in copy for from: '{from}': {e}")))?
+                .unwrap_or(Value::Null);
+            let Some((parent, last)) = find(doc, path) else {
                 return Err(failed(format!(
                     "copy operation does not apply: doc is missing destination path: {path}: \
                      missing value"
@@ -210,17 +229,22 @@ pub fn apply_operation(
         }
         "test" => {
             let expected = need_value()?;
-            let path_tokens = tokens(path).map_err(PatchError::Failed)?;
-            let parent_exists = path_tokens.split_last().is_none_or(|(_, parents)| {
-                get(doc, parents).is_some_and(|p| matches!(p, Value::Object(_) | Value::Array(_)))
-            });
-            if !parent_exists {
+            if path.is_empty() {
+                return if *doc == expected {
+                    Ok(())
+                } else {
+                    Err(PatchError::TestFailed(path.to_owned()))
+                };
+            }
+            let Some((parent, last)) = find(doc, path) else {
                 return Err(failed(format!(
                     "test operation does not apply: is missing path: {path}: missing value"
                 )));
-            }
-            match get(doc, &path_tokens) {
-                Some(found) if *found == expected => Ok(()),
+            };
+            let found = get_in(parent, &last)
+                .map_err(|e| failed(format!("error in test for path: '{path}': {e}")))?;
+            match found {
+                Some(found) if found == expected => Ok(()),
                 // A missing key tests equal to null, as the library's test does.
                 None if expected.is_null() => Ok(()),
                 _ => Err(PatchError::TestFailed(path.to_owned())),
@@ -365,11 +389,40 @@ mod tests {
             apply_operation(&mut doc, "test", "/metadata/uid", Some(json!(null)), None),
             Ok(())
         );
+        // A missing key of an object is replaced all the same (v1.37.2 sets it); a list's
+        // item must exist.
+        apply_operation(&mut doc, "replace", "/metadata/uid", Some(json!("u")), None).unwrap();
+        assert_eq!(doc["metadata"]["uid"], "u");
         assert_eq!(
-            apply_operation(&mut doc, "replace", "/metadata/uid", Some(json!("u")), None)
+            apply_operation(&mut doc, "replace", "/list/1", Some(json!(2)), None)
                 .unwrap_err()
                 .to_string(),
-            "replace operation does not apply: doc is missing key: /metadata/uid: missing value"
+            "replace operation does not apply: doc is missing key: /list/1: missing value"
         );
+        // The first step is dropped whatever it is, as the library splits paths.
+        assert_eq!(
+            apply_operation(&mut doc, "add", "metadata/labels/x", Some(json!("y")), None)
+                .unwrap_err()
+                .to_string(),
+            "add operation does not apply: doc is missing path: \"metadata/labels/x\": missing \
+             value"
+        );
+        apply_operation(&mut doc, "add", "x/metadata/y", Some(json!("z")), None).unwrap();
+        assert_eq!(doc["metadata"]["y"], "z");
+        // Negative indices count from the end; a missing key copies as null.
+        // (an add at -1 goes before the slot past the end, as the library counts it).
+        apply_operation(&mut doc, "add", "/list/-1", Some(json!(0)), None).unwrap();
+        assert_eq!(doc["list"], json!([1, 0]));
+        apply_operation(&mut doc, "remove", "/list/-2", None, None).unwrap();
+        assert_eq!(doc["list"], json!([0]));
+        apply_operation(
+            &mut doc,
+            "copy",
+            "/metadata/copied",
+            None,
+            Some("/metadata/nothing"),
+        )
+        .unwrap();
+        assert_eq!(doc["metadata"]["copied"], json!(null));
     }
 }

@@ -61,6 +61,65 @@ pub fn round_trip_object(gvk: &GroupVersionKind, object: &Value) -> Result<Value
     }
 }
 
+/// The fields of `object` that the kind's Go type does not have, as a strict decode names
+/// them (`spec.replicaz`, `spec.template.spec.containers[0].imagePullPolicyX`); none for a
+/// custom resource, which the apiserver keeps unstructured.
+pub fn unknown_fields(schema: &Schema, object: &Value) -> Vec<String> {
+    let mut unknown = Vec::new();
+    if schema.origin() == Origin::BuiltIn {
+        collect_unknown(
+            schema,
+            &schema.root_node(),
+            object,
+            &mut String::new(),
+            &mut unknown,
+        );
+    }
+    unknown
+}
+
+fn collect_unknown(
+    schema: &Schema,
+    node: &Node,
+    value: &Value,
+    path: &mut String,
+    unknown: &mut Vec<String>,
+) {
+    let len = path.len();
+    match (&node.kind, value) {
+        (NodeKind::Object(index), Value::Object(map)) => {
+            let fields = &schema.object(*index).fields;
+            for (key, child) in map {
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(key);
+                match fields.iter().find(|field| field.name == *key) {
+                    Some(field) => collect_unknown(schema, &field.node, child, path, unknown),
+                    None => unknown.push(path.clone()),
+                }
+                path.truncate(len);
+            }
+        }
+        (NodeKind::Map { values, .. }, Value::Object(map)) => {
+            for (key, child) in map {
+                path.push('.');
+                path.push_str(key);
+                collect_unknown(schema, values, child, path, unknown);
+                path.truncate(len);
+            }
+        }
+        (NodeKind::List { items, .. }, Value::Array(list)) => {
+            for (index, child) in list.iter().enumerate() {
+                path.push_str(&format!("[{index}]"));
+                collect_unknown(schema, items, child, path, unknown);
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// A decoded value: `None` is the zero value (absent or `null`).
 fn present(value: Option<&Value>) -> Option<&Value> {
     value.filter(|v| !v.is_null())

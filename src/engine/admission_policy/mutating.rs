@@ -16,7 +16,7 @@ use super::policy_core::PolicyCore;
 use crate::admission::{AdmissionRequest, GroupVersionKind};
 use crate::defaulting::apply_defaults;
 use crate::engine::cel_input::CelInputCell;
-use crate::engine::{Decision, NamespaceLookup, PolicyOutcome, Violation};
+use crate::engine::{Decision, DenialStatus, NamespaceLookup, PolicyOutcome, Violation};
 use crate::expressions::{
     CostBudget, Expression, POLICY_COST_BUDGET, apply_configuration_type, json_patch_list_type,
 };
@@ -27,7 +27,7 @@ use crate::policy::admission_policy::{
     ReinvocationPolicy,
 };
 use crate::policy::{DocumentSource, PolicyError};
-use crate::schema::round_trip::round_trip;
+use crate::schema::round_trip::{round_trip, unknown_fields};
 use crate::schema::{self, Schema};
 
 enum CompiledMutation {
@@ -217,6 +217,27 @@ pub fn typed_form(kind: &GroupVersionKind, object: Json) -> Result<Json, String>
     Ok(object)
 }
 
+/// A JSON Patch's result as the apiserver decodes it into the kind's Go type: strictly, so a
+/// field the type does not have is an error too (`strict decoding error: unknown field
+/// "spec.replicaz"`), after any value of the wrong type.
+fn decode_patched(kind: &GroupVersionKind, patched: Json) -> Result<Json, String> {
+    let unknown = schema::builtin(kind)
+        .map(|schema| unknown_fields(&schema, &patched))
+        .unwrap_or_default();
+    let typed = typed_form(kind, patched)?;
+    if unknown.is_empty() {
+        return Ok(typed);
+    }
+    let fields: Vec<String> = unknown
+        .iter()
+        .map(|field| format!("unknown field {field:?}"))
+        .collect();
+    Err(format!(
+        "Internal error occurred: strict decoding error: {}",
+        fields.join(", ")
+    ))
+}
+
 /// [`typed_form`] of a borrowed object: borrowed back when the kind is not built in (nothing
 /// to do), so that the object is not copied.
 pub fn typed_form_of<'a>(
@@ -263,6 +284,7 @@ fn run_policy(
     let mut changed = false;
     let schema = set.schema(&request.kind);
     let mut outcomes = Vec::new();
+    let mut internal_error = None;
     let matched = policy.core.dispatch(
         &policy.bindings,
         ParamSources {
@@ -274,8 +296,16 @@ fn run_policy(
         namespaces,
         cel,
         |binding, evaluation| {
-            let mut deny = |message: String| {
+            if internal_error.is_some() {
+                return;
+            }
+            // The apiserver answers 403; the reason is `Invalid` for what its mutating
+            // dispatcher reports (conditions, mutations), `Forbidden` for the rest.
+            let mut deny = |message: String, reason: &'static str| {
                 if fail {
+                    if decision.violations.is_empty() {
+                        decision.denial_status = Some(DenialStatus { code: 403, reason });
+                    }
                     decision.violations.push(Violation {
                         policy: name.to_string(),
                         rule: binding.name.to_string(),
@@ -299,7 +329,7 @@ fn run_policy(
                 Ok(evaluation) => evaluation,
                 Err(error) => {
                     outcomes.push(outcome("error"));
-                    return deny(error);
+                    return deny(error, "Forbidden");
                 }
             };
             match evaluation
@@ -310,7 +340,7 @@ fn run_policy(
                 Ok(false) => return,
                 Err(error) => {
                     outcomes.push(outcome("error"));
-                    return deny(error);
+                    return deny(error, "Invalid");
                 }
             }
             let mut errored = false;
@@ -328,12 +358,27 @@ fn run_policy(
                 let (value, cost) = evaluation
                     .scope(Some(&*object))
                     .evaluate_with_cost(mutation.expression());
-                let result = CostBudget::new(POLICY_COST_BUDGET)
+                let applied = CostBudget::new(POLICY_COST_BUDGET)
                     .spend(cost)
                     .map_err(String::from)
                     .and(value)
-                    .and_then(|value| mutation.apply(&value, object, schema.as_ref()))
-                    .and_then(|patched| typed_form(&request.kind, patched));
+                    .and_then(|value| mutation.apply(&value, object, schema.as_ref()));
+                let decoded = applied.map(|patched| match mutation {
+                    CompiledMutation::JsonPatch(_) => decode_patched(&request.kind, patched),
+                    CompiledMutation::ApplyConfiguration(_) => typed_form(&request.kind, patched),
+                });
+                let result = match decoded {
+                    // A JSON Patch's result that does not decode into the kind's Go type
+                    // fails the whole request (the apiserver's internal error), whatever
+                    // the failure policy.
+                    Ok(Err(error)) if matches!(mutation, CompiledMutation::JsonPatch(_)) => {
+                        internal_error = Some(error);
+                        errored = true;
+                        break;
+                    }
+                    Ok(typed) => typed,
+                    Err(error) => Err(error),
+                };
                 match result {
                     Ok(patched) => {
                         if patched != *object {
@@ -343,7 +388,7 @@ fn run_policy(
                     }
                     Err(error) => {
                         errored = true;
-                        deny(error);
+                        deny(error, "Invalid");
                     }
                 }
             }
@@ -351,6 +396,21 @@ fn run_policy(
         },
     );
     decision.outcomes.append(&mut outcomes);
+    if let Some(message) = internal_error {
+        // Only this error is answered, with a 500, and nothing after it runs.
+        decision.violations = vec![Violation {
+            policy: name.to_string(),
+            rule: String::new(),
+            path: String::new(),
+            message,
+            admission_policy: true,
+        }];
+        decision.denial_status = Some(DenialStatus {
+            code: 500,
+            reason: "InternalError",
+        });
+        mutated.failed = true;
+    }
     // A policy that could not be configured evaluated nothing: it took no time.
     let took = match matched {
         Ok(started) => started.map(|started| started.elapsed()),
@@ -364,6 +424,12 @@ fn run_policy(
                 result: "error",
             });
             if fail {
+                if decision.violations.is_empty() {
+                    decision.denial_status = Some(DenialStatus {
+                        code: 403,
+                        reason: "Forbidden",
+                    });
+                }
                 decision.violations.push(Violation {
                     policy: name.to_string(),
                     rule: String::new(),
@@ -394,6 +460,7 @@ pub fn mutate<'r>(
     let mut object = MutatedObject {
         object,
         typed: false,
+        failed: false,
     };
     // As the apiserver: once any policy changed the object, every `IfNeeded` policy that ran
     // (one that changed the object itself included) runs once more, in order.
@@ -410,6 +477,9 @@ pub fn mutate<'r>(
         let Some(changed) = run_policy(pass, policy, &mut object, decision) else {
             continue;
         };
+        if object.failed {
+            return object;
+        }
         changed_any |= changed;
         if policy.reinvocation == ReinvocationPolicy::IfNeeded {
             ran_if_needed.push(index);
@@ -419,6 +489,9 @@ pub fn mutate<'r>(
     if changed_any {
         for index in ran_if_needed {
             run_policy(pass, &set.mutating[index], &mut object, decision);
+            if object.failed {
+                break;
+            }
         }
     }
     object
@@ -432,6 +505,9 @@ pub struct MutatedObject {
     /// Whether some mutation ran, so that the object is in its kind's typed form (see
     /// [`typed_form`]) and the patch must be taken from the typed form of the object sent.
     pub typed: bool,
+    /// Whether a JSON Patch left an object its kind cannot decode: the request fails with
+    /// that error alone, and the object is not answered.
+    pub failed: bool,
 }
 
 /// Compiles one `spec.mutations` entry as the apiserver validates it (the patch of its
