@@ -935,3 +935,36 @@ fn object_literals_keep_their_type_names_for_the_field_path_check() {
     // A map from the object, not a literal, has no type name to check.
     assert!(checked("Object{spec: object.spec}").0.is_empty());
 }
+
+#[test]
+fn quantities_parse_as_parse_quantity_does() {
+    let object = json!({});
+    // A sign, a point or a suffix with no digits is 0 to the apiserver.
+    for text in ["-", "+", ".", "-.", "-Ki", "-m", "0"] {
+        assert_eq!(
+            eval_json(
+                &format!("isQuantity('{text}') && quantity('{text}') == quantity('0')"),
+                &object
+            )
+            .unwrap(),
+            json!(true),
+            "{text}"
+        );
+    }
+    for (text, error) in [
+        ("", "quantities must match the regular expression"),
+        ("1..2", "quantities must match the regular expression"),
+        ("-STRICT", "quantities must match the regular expression"),
+        ("-e", "unable to parse quantity's suffix"),
+        ("+-1", "unable to parse quantity's suffix"),
+    ] {
+        assert_eq!(
+            eval_json(&format!("isQuantity('{text}')"), &object).unwrap(),
+            json!(false)
+        );
+        let message = eval_json(&format!("quantity('{text}')"), &object)
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains(error), "{text}: {message}");
+    }
+}

@@ -43,13 +43,11 @@ impl Opaque for Quantity {
 }
 
 pub(super) const NANO: i128 = 1_000_000_000;
-pub(super) const QUANTITY_SYNTAX: &str =
-    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
 
+/// Parses `s` as `resource.ParseQuantity` does: what it accepts (`-`, `.` and `-Ki` are 0, its
+/// regular expression notwithstanding) and its errors are those of the object model's check.
 pub(super) fn parse_quantity(s: &str) -> Result<Quantity, String> {
-    if !full_match(r"[+-]?[0-9.]+[eEinumkKMGTP]*[-+]?[0-9]*", s) {
-        return Err(QUANTITY_SYNTAX.to_owned());
-    }
+    crate::schema::quantity::check_quantity(s).map_err(|error| error.message().to_owned())?;
     let suffix_error = || "unable to parse quantity's suffix".to_owned();
     let (negative, body) = match s.as_bytes().first() {
         Some(b'-') => (true, &s[1..]),
@@ -60,9 +58,6 @@ pub(super) fn parse_quantity(s: &str) -> Result<Quantity, String> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(body.len());
     let (number, suffix) = body.split_at(number_end);
-    if number == "." || number.matches('.').count() > 1 {
-        return Err(QUANTITY_SYNTAX.to_owned());
-    }
     let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
     let (exp10, exp2): (i32, u32) = match suffix {
         "" => (0, 0),
