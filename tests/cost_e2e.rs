@@ -146,17 +146,10 @@ fn policies_yaml() -> String {
         .collect()
 }
 
-/// A ValidatingAdmissionPolicy `name` with `spec` (indented under `spec:`) for Pods created
-/// with the label `cost-case: <case>`, and its Deny binding.
-fn pod_policy_yaml(name: &str, case: &str, spec: &str) -> String {
+/// The `matchConstraints` of a policy for Pods created with the label `cost-case: <case>`.
+fn cost_case_match(case: &str) -> String {
     format!(
-        "apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata:
-  name: {name}
-spec:
-  failurePolicy: Fail
-  matchConstraints:
+        "  matchConstraints:
     objectSelector:
       matchLabels:
         cost-case: {case}
@@ -165,7 +158,22 @@ spec:
         apiVersions: [v1]
         operations: [CREATE]
         resources: [pods]
-{spec}---
+"
+    )
+}
+
+/// A ValidatingAdmissionPolicy `name` with `spec` (indented under `spec:`) for Pods created
+/// with the label `cost-case: <case>`, and its Deny binding.
+fn pod_policy_yaml(name: &str, case: &str, spec: &str) -> String {
+    let match_constraints = cost_case_match(case);
+    format!(
+        "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: {name}
+spec:
+  failurePolicy: Fail
+{match_constraints}{spec}---
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicyBinding
 metadata:
@@ -864,6 +872,7 @@ fn mutation_budget_policy_yaml(
             "    - patchType: {patch_type}\n      {field}:\n        expression: {expression:?}\n"
         ));
     }
+    let match_constraints = cost_case_match(name);
     format!(
         "apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingAdmissionPolicy
@@ -872,16 +881,7 @@ metadata:
 spec:
   failurePolicy: Fail
   reinvocationPolicy: Never
-  matchConstraints:
-    objectSelector:
-      matchLabels:
-        cost-case: {name}
-    resourceRules:
-      - apiGroups: [\"\"]
-        apiVersions: [v1]
-        operations: [CREATE]
-        resources: [pods]
-{spec}---
+{match_constraints}{spec}---
 apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingAdmissionPolicyBinding
 metadata:
