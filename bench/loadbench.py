@@ -717,38 +717,46 @@ def small_pod(args, oha, workdir, certs, scale):
     for server in servers:
         RUNNING.append(server.start())
     n = max(1000, int(20000 * scale))
-    by_body = alternating_rounds(oha, servers, {"small pod": (SMALL_POD_BODY, n)}, SMALL_POD_ROUNDS)
-    runs = {name: rs for (name, _), rs in by_body.items()}
+    transports = {"HTTP/1.1": False}
+    if os.environ.get("BENCH_ROUNDS_H2", "1") != "0":
+        transports["HTTP/2"] = True
+    by_body = alternating_rounds(oha, servers, {t: (SMALL_POD_BODY, n, h2)
+                                                for t, h2 in transports.items()}, SMALL_POD_ROUNDS)
     for server in servers:
         server.stop()
         RUNNING.remove(server)
-    failed = sum(r["failed"] for rs in runs.values() for r in rs)
-    median = lambda name, key: statistics.median(r[key] for r in runs[name])  # noqa: E731
+    failed = sum(r["failed"] for rs in by_body.values() for r in rs)
     size = SMALL_POD_BODY.stat().st_size
     md = ["## Small Pod: Pod Security restricted + four CEL validations\n",
           f"`/validate`, {SMALL_POD_BODY.name} ({size / 1024:.1f} KiB review), c=16, {n} requests "
-          f"per round, {SMALL_POD_ROUNDS} rounds, the two servers in turn. `small-pss-cel`: "
-          "tests/fixtures/bench/policies/pod-security.yaml (restricted) and bench/fixtures/vap-small "
-          "(a ValidatingAdmissionPolicy with four validations)."
+          f"per round, {SMALL_POD_ROUNDS} rounds, the servers in turn; HTTP/1.1 on 16 connections"
+          + (" and HTTP/2 on one connection with 16 streams" if "HTTP/2" in transports else "")
+          + ". `small-pss-cel`: tests/fixtures/bench/policies/pod-security.yaml (restricted) and "
+          "bench/fixtures/vap-small (a ValidatingAdmissionPolicy with four validations)."
           + (f" `baseline-*`: {args.baseline}." if args.baseline else "") + "\n"]
-    rows = []
-    for name in runs:
-        rows.append([name, median(name, "rps"), median(name, "cpu_per_1000") * 1000,
-                     " / ".join(f"{r['rps']:.0f}" for r in runs[name]),
-                     sum(r["failed"] for r in runs[name])])
-    md.append(table(["server", "median req/s", "median CPU ms / 1000", "req/s per round",
-                     "failed"], rows) + "\n")
-    md.append(table(["ratio", "value"], [
-        ["small-pss-cel / floor throughput (medians)",
-         median("small-pss-cel", "rps") / median("small-floor", "rps")],
-        ["floor / small-pss-cel CPU per review (medians)",
-         median("small-floor", "cpu_per_1000") / median("small-pss-cel", "cpu_per_1000")],
-    ] + ([
-        ["small-pss-cel / baseline-small-pss-cel throughput (medians)",
-         median("small-pss-cel", "rps") / median("baseline-small-pss-cel", "rps")],
-        ["baseline-small-pss-cel / small-pss-cel CPU per review (medians)",
-         median("baseline-small-pss-cel", "cpu_per_1000") / median("small-pss-cel", "cpu_per_1000")],
-    ] if args.baseline else [])) + "\n")
+    for transport in transports:
+        runs = {name: rs for (name, body), rs in by_body.items() if body == transport}
+        median = lambda name, key: statistics.median(r[key] for r in runs[name])  # noqa: E731
+        rows = []
+        for name in runs:
+            rows.append([name, median(name, "rps"), median(name, "cpu_per_1000") * 1000,
+                         " / ".join(f"{r['rps']:.0f}" for r in runs[name]),
+                         sum(r["failed"] for r in runs[name])])
+        md.append(f"{transport}:\n")
+        md.append(table(["server", "median req/s", "median CPU ms / 1000", "req/s per round",
+                         "failed"], rows) + "\n")
+        md.append(table(["ratio", "value"], [
+            ["small-pss-cel / floor throughput (medians)",
+             median("small-pss-cel", "rps") / median("small-floor", "rps")],
+            ["floor / small-pss-cel CPU per review (medians)",
+             median("small-floor", "cpu_per_1000") / median("small-pss-cel", "cpu_per_1000")],
+        ] + ([
+            ["small-pss-cel / baseline-small-pss-cel throughput (medians)",
+             median("small-pss-cel", "rps") / median("baseline-small-pss-cel", "rps")],
+            ["baseline-small-pss-cel / small-pss-cel CPU per review (medians)",
+             median("baseline-small-pss-cel", "cpu_per_1000")
+             / median("small-pss-cel", "cpu_per_1000")],
+        ] if args.baseline else [])) + "\n")
     if failed:
         md.append(f"**{failed} requests failed.**\n")
     SECTION_FAILURES.append(failed)

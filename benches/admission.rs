@@ -251,5 +251,59 @@ fn defaulting(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, pipeline, router, standard_set, defaulting);
+/// #14's small Pod (bench/fixtures/pod-small-review.json) as `serve` decides it, envelope
+/// first: under no rules (the load bench's floor), and under Pod Security restricted + four
+/// CEL validations (its `small-pss-cel`); and the parts of the latter.
+fn small_pod(c: &mut Criterion) {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let policies = [
+        format!("{root}/tests/fixtures/bench/policies/pod-security.yaml").into(),
+        format!("{root}/bench/fixtures/vap-small").into(),
+    ];
+    let pss_cel = Engine::load(&policies).expect("small-Pod policies");
+    let floor = Engine::empty();
+    let body = bench_fixture("pod-small-review.json");
+    let mut group = c.benchmark_group("small-pod");
+    for (name, engine) in [("floor", &floor), ("pss-cel", &pss_cel)] {
+        group.bench_function(format!("pipeline/{name}"), |b| {
+            b.iter(|| {
+                let wants =
+                    |request: &_| engine.wanted_objects(request, Endpoint::Validate, &NoNamespaces);
+                let review = parse_review_for(black_box(&body), &wants).unwrap();
+                let decision = if review.objects_skipped {
+                    Default::default()
+                } else {
+                    let context = EvalContext::new(Endpoint::Validate);
+                    engine.evaluate(&review.request, &context).unwrap()
+                };
+                let response = decision.to_response(&review.request.uid);
+                black_box(encode_review(review.version, &response))
+            })
+        });
+    }
+    let review = parse_review(&body).unwrap();
+    let context = EvalContext::new(Endpoint::Validate);
+    group.bench_function("evaluate/pss-cel", |b| {
+        b.iter(|| {
+            black_box(
+                pss_cel
+                    .evaluate(black_box(&review.request), &context)
+                    .unwrap(),
+            )
+        })
+    });
+    group.bench_function("parse/whole", |b| {
+        b.iter(|| black_box(parse_review(black_box(&body)).unwrap()))
+    });
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    pipeline,
+    router,
+    standard_set,
+    defaulting,
+    small_pod
+);
 criterion_main!(benches);
