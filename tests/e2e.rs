@@ -1812,8 +1812,9 @@ fn apply_configuration_errors_agree_with_the_apiserver() {
 }
 
 /// JSON Patches as the apiserver's library applies them (tests/fixtures/e2e/patch-errors):
-/// a path without its leading `/`, negative list indices, `replace` and `copy` of a missing
-/// key, `test`, `move`, escaped keys, and results that do not decode strictly into the
+/// a path without its leading `/`, negative list indices, list indices that `strconv.Atoi`
+/// refuses or reads (`x`, `-`, `+0`, `00`, too large) in each operation, `replace` and `copy`
+/// of a missing key, `test`, `move`, escaped keys, and results that do not decode strictly into the
 /// Deployment's Go type (the apiserver's internal error). `portcullis check` must give the
 /// same object or the same words.
 #[test]
@@ -1905,17 +1906,25 @@ fn mutations_agree_with_the_apiserver(folder: &str, prefix: &str) {
     );
 }
 
-/// What the mutation cases change: the labels and the containers' names.
+/// What the mutation cases change: the labels, the annotations and the containers' names
+/// and images.
 fn mutated_parts(object: &serde_json::Value) -> (serde_json::Value, Vec<String>) {
     let containers = object["spec"]["template"]["spec"]["containers"]
         .as_array()
         .map(|list| {
             list.iter()
-                .map(|c| c["name"].as_str().unwrap_or("-").to_owned())
+                .map(|c| {
+                    let field = |name: &str| c[name].as_str().unwrap_or("-").to_owned();
+                    format!("{} {}", field("name"), field("image"))
+                })
                 .collect()
         })
         .unwrap_or_default();
-    (object["metadata"]["labels"].clone(), containers)
+    let metadata = &object["metadata"];
+    (
+        serde_json::json!([metadata["labels"], metadata["annotations"]]),
+        containers,
+    )
 }
 
 fn prepare_typed(cluster: &ControlPlane, folder: &str) {

@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use super::PatchOperation;
 use super::pointer::push_pointer_token;
+use crate::engine::pod_security::go_quote;
 
 /// Why an operation did not apply, worded as the apiserver's JSON Patch library
 /// (`gopkg.in/evanphx/json-patch.v4` v4.13.0) words it.
@@ -39,15 +40,34 @@ fn unescape(step: &str) -> String {
 /// An index into a list of `len` items as the library reads it: negative indices count from
 /// the end; `slots` is `len` for an item that must exist, `len + 1` where one may be inserted.
 fn list_index(key: &str, slots: usize) -> Result<usize, String> {
-    let index: i64 = key.parse().map_err(|_| invalid_index(key))?;
+    resolve_index(atoi(key)?, slots)
+}
+
+/// [`list_index`] of an index already read.
+fn resolve_index(index: i64, slots: usize) -> Result<usize, String> {
     let slots = i64::try_from(slots).unwrap_or(i64::MAX);
     let resolved = if index < 0 { index + slots } else { index };
-    if index >= slots || resolved < 0 {
-        return Err(format!(
+    match usize::try_from(resolved) {
+        Ok(resolved) if index < slots => Ok(resolved),
+        _ => Err(format!(
             "Unable to access invalid index: {index}: invalid index referenced"
-        ));
+        )),
     }
-    usize::try_from(resolved).map_err(|_| invalid_index(key))
+}
+
+/// A list index as Go's `strconv.Atoi` reads it (an optional sign, then decimal digits), or
+/// its error's words (`strconv.Atoi: parsing "x": invalid syntax`).
+fn atoi(key: &str) -> Result<i64, String> {
+    let digits = key.strip_prefix(['+', '-']).unwrap_or(key);
+    let reason = if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        "invalid syntax"
+    } else {
+        match key.parse::<i64>() {
+            Ok(index) => return Ok(index),
+            Err(_) => "value out of range",
+        }
+    };
+    Err(format!("strconv.Atoi: parsing {}: {reason}", go_quote(key)))
 }
 
 /// The container that holds `path`'s last step, and that step, as `findObject` finds them:
@@ -78,13 +98,6 @@ fn get_in(container: &Value, key: &str) -> Result<Option<Value>, String> {
     }
 }
 
-fn invalid_index(index: &str) -> String {
-    match index.parse::<i64>() {
-        Ok(index) => format!("Unable to access invalid index: {index}: invalid index referenced"),
-        Err(_) => format!("value was not a proper array index: '{index}': invalid syntax"),
-    }
-}
-
 /// Adds `value` at `key` of `parent`; the error is the container's, before the operation's
 /// words.
 fn insert(parent: &mut Value, key: &str, value: Value) -> Result<(), String> {
@@ -98,8 +111,10 @@ fn insert(parent: &mut Value, key: &str, value: Value) -> Result<(), String> {
                 items.push(value);
                 return Ok(());
             }
-            let index = list_index(key, items.len() + 1)?;
-            items.insert(index, value);
+            // Only `add` words a malformed index as not an index.
+            let index = atoi(key)
+                .map_err(|e| format!("value was not a proper array index: '{key}': {e}"))?;
+            items.insert(resolve_index(index, items.len() + 1)?, value);
             Ok(())
         }
         _ => Err("unknown object type".to_owned()),
@@ -355,6 +370,44 @@ mod tests {
         }
         assert_eq!(replayed, doc);
         assert!(diff(&doc, &doc).is_empty());
+    }
+
+    #[test]
+    fn malformed_list_indices_are_worded_as_strconv_atoi_words_them() {
+        let error = |op: &str, path: &str, from: Option<&str>| {
+            let mut doc = json!({"list": [1], "map": {}});
+            let value = matches!(op, "add" | "replace" | "test").then(|| json!(2));
+            apply_operation(&mut doc, op, path, value, from)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            error("add", "/list/x", None),
+            "error in add for path: '/list/x': value was not a proper array index: 'x': \
+             strconv.Atoi: parsing \"x\": invalid syntax"
+        );
+        assert_eq!(
+            error("remove", "/list/+", None),
+            "error in remove for path: '/list/+': strconv.Atoi: parsing \"+\": invalid syntax"
+        );
+        assert_eq!(
+            error("move", "/map/x", Some("/list/-")),
+            "error in move for path: '-': strconv.Atoi: parsing \"-\": invalid syntax"
+        );
+        assert_eq!(
+            error("remove", "/list/99999999999999999999", None),
+            "error in remove for path: '/list/99999999999999999999': strconv.Atoi: parsing \
+             \"99999999999999999999\": value out of range"
+        );
+        assert_eq!(
+            error("remove", "/list/\u{1}", None),
+            "error in remove for path: '/list/\u{1}': strconv.Atoi: parsing \"\\x01\": invalid \
+             syntax"
+        );
+        // A sign and leading zeros are Atoi's too.
+        let mut doc = json!({"list": [1, 2]});
+        apply_operation(&mut doc, "replace", "/list/+01", Some(json!(0)), None).unwrap();
+        assert_eq!(doc, json!({"list": [1, 0]}));
     }
 
     #[test]

@@ -46,6 +46,8 @@ pub use admission::{
     LabelError, NamespacePolicy, PodSecurityAdmission, WARN_LEVEL_LABEL, WARN_VERSION_LABEL,
 };
 pub use configuration::ConfigError;
+/// Go's `%q`, for other modules that word errors as Go code does.
+pub(crate) use text::go_quote;
 
 use pod::PodView;
 

@@ -45,7 +45,7 @@ pub(super) fn sorted_unique<T: Ord>(mut items: Vec<T>) -> Vec<T> {
 
 /// Go's `%q` (`strconv.Quote`): double quotes, backslash escapes for `"` and `\`, the C escapes,
 /// `\xNN` for other ASCII controls, `\uNNNN`/`\UNNNNNNNN` for other characters Go does not print.
-pub(super) fn go_quote(s: &str) -> String {
+pub(crate) fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
