@@ -1922,7 +1922,11 @@ fn mutated_parts(object: &serde_json::Value) -> (serde_json::Value, Vec<String>)
         .unwrap_or_default();
     let metadata = &object["metadata"];
     (
-        serde_json::json!([metadata["labels"], metadata["annotations"]]),
+        serde_json::json!([
+            metadata["labels"],
+            metadata["annotations"],
+            object["spec"]["replicas"]
+        ]),
         containers,
     )
 }

@@ -194,7 +194,7 @@ fn json_patch(expression: &Expression, result: &cel::Value, object: &Json) -> Re
             .unwrap_or("")
             .to_owned();
         let from = fields.get("from").and_then(Json::as_str).map(str::to_owned);
-        let value = fields.remove("value");
+        let value = fields.remove("value").map(as_written_in_patch);
         match apply_operation(&mut patched, &op, &path, value, from.as_deref()) {
             Ok(()) => {}
             // As the apiserver: a failed test leaves the object as it was, without an error.
@@ -203,6 +203,49 @@ fn json_patch(expression: &Expression, result: &cel::Value, object: &Json) -> Re
         }
     }
     Ok(patched)
+}
+
+/// The largest integer a double holds exactly with its neighbours (2^53 − 1): cel-go writes
+/// integers beyond it into JSON as strings.
+const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// A JSONPatch `value` as the apiserver writes it into the patch: converted to protobuf's
+/// `structpb.Value`, where every number is a double (an `int` or `uint` beyond
+/// ±[`MAX_SAFE_INTEGER`] becomes its decimal string, as cel-go converts it), printed as Go
+/// prints a double (a whole number below 1e21 without a fraction or exponent).
+fn as_written_in_patch(value: Json) -> Json {
+    match value {
+        Json::Number(number) => {
+            if let Some(double) = number.as_f64().filter(|_| number.is_f64()) {
+                let whole = double.fract() == 0.0 && double.abs() < 1e21;
+                #[allow(clippy::cast_possible_truncation)]
+                if whole && double.abs() < 2f64.powi(63) {
+                    return Json::from(double as i64);
+                }
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                if whole && double > 0.0 && double < 2f64.powi(64) {
+                    return Json::from(double as u64);
+                }
+                return Json::Number(number);
+            }
+            let safe = number.as_u64().is_some_and(|n| n <= MAX_SAFE_INTEGER)
+                || number
+                    .as_i64()
+                    .is_some_and(|n| n.unsigned_abs() <= MAX_SAFE_INTEGER);
+            if safe {
+                Json::Number(number)
+            } else {
+                Json::String(number.to_string())
+            }
+        }
+        Json::Array(items) => Json::Array(items.into_iter().map(as_written_in_patch).collect()),
+        Json::Object(map) => Json::Object(
+            map.into_iter()
+                .map(|(key, item)| (key, as_written_in_patch(item)))
+                .collect(),
+        ),
+        other => other,
+    }
 }
 
 /// The object as the apiserver holds it after each mutation: decoded into its kind's Go type,
@@ -581,6 +624,39 @@ mod tests {
     fn patch(operations: Json, object: &Json) -> Result<Json, String> {
         let expression = Expression::compile("[]", false).unwrap();
         json_patch(&expression, &json_to_cel(&operations), object)
+    }
+
+    #[test]
+    fn patch_values_are_written_as_the_apiserver_writes_them() {
+        let written = |value: Json| as_written_in_patch(value);
+        assert_eq!(written(json!(3.0)), json!(3));
+        assert_eq!(written(json!(-3.0)), json!(-3));
+        assert_eq!(written(json!(2.5)), json!(2.5));
+        assert_eq!(written(json!(1e21)), json!(1e21));
+        assert_eq!(written(json!(1e19)), json!(10_000_000_000_000_000_000_u64));
+        assert_eq!(
+            written(json!(9_007_199_254_740_991_i64)),
+            json!(9_007_199_254_740_991_i64)
+        );
+        assert_eq!(
+            written(json!(9_007_199_254_740_992_i64)),
+            json!("9007199254740992")
+        );
+        assert_eq!(
+            written(json!(-9_007_199_254_740_993_i64)),
+            json!("-9007199254740993")
+        );
+        assert_eq!(
+            written(json!({"a": [1.0, u64::MAX], "b": "x"})),
+            json!({"a": [1, "18446744073709551615"], "b": "x"})
+        );
+        // A whole double tests equal to the integer the object holds.
+        let object = json!({"spec": {"replicas": 1}});
+        let tested = json!([
+            {"op": "test", "path": "/spec/replicas", "value": 1.0},
+            {"op": "add", "path": "/spec/paused", "value": true}
+        ]);
+        assert_eq!(patch(tested, &object).unwrap()["spec"]["paused"], true);
     }
 
     #[test]
