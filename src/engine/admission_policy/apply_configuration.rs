@@ -34,6 +34,87 @@ use serde_json::{Map, Value};
 use crate::admission::GroupVersionKind;
 use crate::schema::{self, ListType, Node, NodeKind, ObjectType, Schema};
 
+/// The numbers of a merged object of a built-in kind as the apiserver's conversion from
+/// unstructured into the Go type leaves them (`runtime.DefaultUnstructuredConverter`, after an
+/// ApplyConfiguration): an integer field takes an integer, converted to the field's width as Go
+/// converts (wrapping), or a whole double; a double with a fraction is refused (`unable to
+/// convert unstructured object to apps/v1, Kind=Deployment: cannot convert float64 to int32`).
+/// Custom resources stay unstructured: nothing changes.
+pub fn convert_from_unstructured(schema: &Schema, object: &mut Value) -> Result<(), String> {
+    if schema.origin() != schema::Origin::BuiltIn {
+        return Ok(());
+    }
+    convert_numbers(schema, &schema.root_node(), object).map_err(|go_type| {
+        let gvk = schema.gvk();
+        format!(
+            "unable to convert unstructured object to {}/{}, Kind={}: cannot convert float64 to \
+             {go_type}",
+            gvk.group, gvk.version, gvk.kind
+        )
+    })
+}
+
+/// [`convert_from_unstructured`] below `node`; the error is the Go type a fractional double
+/// could not be converted to.
+fn convert_numbers<'s>(
+    schema: &'s Schema,
+    node: &'s Node,
+    value: &mut Value,
+) -> Result<(), &'s str> {
+    match (&node.kind, value) {
+        (NodeKind::Integer(kind), Value::Number(number)) => {
+            let bits = if let Some(i) = number.as_i64() {
+                i
+            } else if let Some(u) = number.as_u64() {
+                u.cast_signed()
+            } else {
+                let double = number.as_f64().unwrap_or(f64::NAN);
+                if double.trunc() != double {
+                    return Err(&node.go_type);
+                }
+                // amd64's conversion: out of range is the "integer indefinite" value.
+                #[allow(clippy::cast_possible_truncation)]
+                if double.abs() < 2f64.powi(63) {
+                    double as i64
+                } else {
+                    i64::MIN
+                }
+            };
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let converted = match kind {
+                schema::IntKind::I8 => Value::from(bits as i8),
+                schema::IntKind::I16 => Value::from(bits as i16),
+                schema::IntKind::I32 => Value::from(bits as i32),
+                schema::IntKind::I64 => Value::from(bits),
+                schema::IntKind::U8 => Value::from(bits as u8),
+                schema::IntKind::U16 => Value::from(bits as u16),
+                schema::IntKind::U32 => Value::from(bits as u32),
+                schema::IntKind::U64 => Value::from(bits.cast_unsigned()),
+            };
+            if let Value::Number(converted) = converted {
+                *number = converted;
+            }
+            Ok(())
+        }
+        (NodeKind::Object(index), Value::Object(map)) => {
+            let object = schema.object(*index);
+            for (key, item) in map.iter_mut() {
+                if let Some(field) = object.field(key) {
+                    convert_numbers(schema, &field.node, item)?;
+                }
+            }
+            Ok(())
+        }
+        (NodeKind::Map { values, .. }, Value::Object(map)) => map
+            .values_mut()
+            .try_for_each(|item| convert_numbers(schema, values, item)),
+        (NodeKind::List { items, .. }, Value::Array(list)) => list
+            .iter_mut()
+            .try_for_each(|item| convert_numbers(schema, items, item)),
+        _ => Ok(()),
+    }
+}
+
 /// Merges `partial` (an apply configuration) into `object` of kind `gvk`, SMD style:
 /// maps (structs and map-typed fields) merged recursively; atomic lists replaced; associative
 /// lists (x-kubernetes-list-type: map) merged item by item using the list's keys; set lists
@@ -835,7 +916,44 @@ fn merge_lists(
 mod tests {
     use serde_json::json;
 
-    use super::{go_default, go_number, go_syntax};
+    use super::{convert_from_unstructured, go_default, go_number, go_syntax};
+    use crate::admission::GroupVersionKind;
+
+    #[test]
+    fn numbers_convert_as_the_unstructured_converter_converts_them() {
+        let deployment = crate::schema::builtin(&GroupVersionKind {
+            group: "apps".into(),
+            version: "v1".into(),
+            kind: "Deployment".into(),
+        })
+        .unwrap();
+        let converted = |replicas: serde_json::Value| {
+            let mut object = json!({"spec": {"replicas": replicas, "template": {"spec": {
+                "containers": [{"name": "a", "ports": [{"containerPort": 80.0}]}]}}}});
+            convert_from_unstructured(&deployment, &mut object).map(|()| object)
+        };
+        let object = converted(json!(3.0)).unwrap();
+        assert_eq!(object["spec"]["replicas"], json!(3));
+        assert_eq!(
+            object["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"],
+            json!(80)
+        );
+        assert_eq!(
+            converted(json!(10_000_000_000_u64)).unwrap()["spec"]["replicas"],
+            1_410_065_408
+        );
+        assert_eq!(
+            converted(json!(1e10)).unwrap()["spec"]["replicas"],
+            1_410_065_408
+        );
+        assert_eq!(converted(json!(1e19)).unwrap()["spec"]["replicas"], 0);
+        assert_eq!(converted(json!(-0.0)).unwrap()["spec"]["replicas"], 0);
+        assert_eq!(
+            converted(json!(2.5)).unwrap_err(),
+            "unable to convert unstructured object to apps/v1, Kind=Deployment: cannot convert \
+             float64 to int32"
+        );
+    }
 
     #[test]
     fn values_print_as_go_prints_them() {

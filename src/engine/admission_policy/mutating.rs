@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::Value as Json;
 
 use super::AdmissionPolicies;
-use super::apply_configuration::merge_apply_configuration_with;
+use super::apply_configuration::{convert_from_unstructured, merge_apply_configuration_with};
 use super::binding::{BindingCore, ParamSources};
 use super::field_validation::{BINDING_ORDER, FieldErrors, MUTATING_ORDER};
 use super::params::ParamLookup;
@@ -63,8 +63,12 @@ impl CompiledMutation {
                         expression.source()
                     ));
                 };
-                merge_apply_configuration_with(object, &partial, schema)
-                    .map_err(|e| format!("error applying patch: {e}"))
+                let mut merged = merge_apply_configuration_with(object, &partial, schema)
+                    .map_err(|e| format!("error applying patch: {e}"))?;
+                if let Some(schema) = schema {
+                    convert_from_unstructured(schema, &mut merged)?;
+                }
+                Ok(merged)
             }
         }
     }
