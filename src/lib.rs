@@ -27,6 +27,7 @@ pub mod commands;
 pub mod defaulting;
 pub mod engine;
 pub mod expressions;
+pub mod go_text;
 pub mod metrics;
 pub mod names;
 pub mod offline;

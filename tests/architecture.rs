@@ -99,11 +99,12 @@ fn top_level_modules_have_no_cycle() {
 #[test]
 fn documents_and_shared_words_know_nothing_above_them() {
     let graph = module_graph();
-    let allowed: [(&str, &[&str]); 4] = [
+    let allowed: [(&str, &[&str]); 5] = [
         ("policy", &["admission", "vocabulary"]),
         ("vocabulary", &[]),
         ("names", &[]),
-        ("patch", &[]),
+        ("go_text", &[]),
+        ("patch", &["go_text"]),
     ];
     for (module, may_use) in allowed {
         let uses: Vec<&String> = graph[module]

@@ -20,7 +20,6 @@ mod admission;
 mod apparmor;
 mod capabilities;
 mod configuration;
-mod go_print;
 mod host_namespaces;
 mod host_path;
 mod host_ports;
@@ -46,8 +45,6 @@ pub use admission::{
     LabelError, NamespacePolicy, PodSecurityAdmission, WARN_LEVEL_LABEL, WARN_VERSION_LABEL,
 };
 pub use configuration::ConfigError;
-/// Go's `%q`, for other modules that word errors as Go code does.
-pub(crate) use text::go_quote;
 
 use pod::PodView;
 

@@ -1,8 +1,6 @@
 //! Building upstream's detail strings: plurals, quoted lists and Go's `%q`.
 
-use std::fmt::Write as _;
-
-use super::go_print::NOT_PRINTABLE;
+pub(crate) use crate::go_text::go_quote;
 
 /// `singular` for one thing, `plural` otherwise (zero included), as upstream words it.
 pub(super) fn pluralize(
@@ -43,51 +41,6 @@ pub(super) fn sorted_unique<T: Ord>(mut items: Vec<T>) -> Vec<T> {
     items
 }
 
-/// Go's `%q` (`strconv.Quote`): double quotes, backslash escapes for `"` and `\`, the C escapes,
-/// `\xNN` for other ASCII controls, `\uNNNN`/`\UNNNNNNNN` for other characters Go does not print.
-pub(crate) fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if c < ' ' || c == '\u{7f}' => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if go_is_print(c) => out.push(c),
-            c if (c as u32) < 0x10000 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => {
-                let _ = write!(out, "\\U{:08x}", c as u32);
-            }
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// Go's `strconv.IsPrint`: printable ASCII, and beyond ASCII whatever is not in
-/// [`NOT_PRINTABLE`].
-fn go_is_print(c: char) -> bool {
-    if c.is_ascii() {
-        return (' '..='~').contains(&c);
-    }
-    let code = c as u32;
-    let index = NOT_PRINTABLE.partition_point(|&(_, last)| last < code);
-    NOT_PRINTABLE
-        .get(index)
-        .is_none_or(|&(first, _)| code < first)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,28 +67,5 @@ mod tests {
             sorted_unique(vec!["b", "B", "a", "b", "8080", "10000"]),
             ["10000", "8080", "B", "a", "b"]
         );
-    }
-
-    #[test]
-    fn quotes_like_go() {
-        for (input, quoted) in [
-            ("unconfined", r#""unconfined""#),
-            ("", r#""""#),
-            ("a\"b\\c", r#""a\"b\\c""#),
-            ("\u{7}\u{8}\u{c}\n\r\t\u{b}", r#""\a\b\f\n\r\t\v""#),
-            ("\u{0}\u{1b}\u{7f}", r#""\x00\x1b\x7f""#),
-            ("é日本 ok", "\"é日本 ok\""),
-            (
-                "\u{a0}\u{85}\u{200b}\u{2028}",
-                r#""\u00a0\u0085\u200b\u2028""#,
-            ),
-            ("\u{f0000}😀", "\"\\U000f0000😀\""),
-            (
-                "\u{378}\u{e01f0}\u{10ffff}",
-                r#""\u0378\U000e01f0\U0010ffff""#,
-            ),
-        ] {
-            assert_eq!(go_quote(input), quoted, "{input:?}");
-        }
     }
 }
