@@ -375,8 +375,11 @@ impl CelEnvironment {
         });
         cost::instrument(&mut expression);
         check::instrument(&mut expression);
+        let compiled = compiled::compile(&expression, &self.env).map(Box::new);
+        // The compiled evaluator writes doubles itself; the interpreter needs the wrapper.
+        library::wrap_string_conversions(&mut expression);
         Ok(CelProgram {
-            compiled: compiled::compile(&expression, &self.env).map(Box::new),
+            compiled,
             expression,
             env: Arc::clone(&self.env),
             limits: self.limits,
@@ -951,6 +954,77 @@ impl LocalBudget {
     }
 }
 
+/// The types with cel-go's `Comparer` trait.
+const COMPARABLE: &[&str] = &[
+    "int",
+    "uint",
+    "double",
+    "string",
+    "bytes",
+    "bool",
+    "google.protobuf.Duration",
+    "google.protobuf.Timestamp",
+];
+
+/// The types with cel-go's `Receiver` trait, which answer an operator they lack themselves.
+const RECEIVERS: &[&str] = &[
+    "string",
+    "google.protobuf.Duration",
+    "google.protobuf.Timestamp",
+];
+
+/// cel-go's words (v0.29.2) for a call that no overload takes, at runtime: an operator whose
+/// operand's type has the operator's trait, or is a receiver type (`string`, durations,
+/// timestamps), answers as that type does (`no such overload`); on any other type it names
+/// the operator (`no such overload: _+_`), as `size` does; `!`, `in`, `matches` and the string
+/// tests answer bare; any other function dispatches over its overloads and prints the call's
+/// signature, receiver first (`no such overload: string(list)`, `no such overload:
+/// isSorted(int)`).
+fn no_such_overload(function: &str, types: &[&str]) -> String {
+    const ADDABLE: &[&str] = &[
+        "int",
+        "uint",
+        "double",
+        "string",
+        "bytes",
+        "list",
+        "google.protobuf.Duration",
+        "google.protobuf.Timestamp",
+    ];
+    const SUBTRACTABLE: &[&str] = &[
+        "int",
+        "uint",
+        "double",
+        "google.protobuf.Duration",
+        "google.protobuf.Timestamp",
+    ];
+    let with_trait: Option<&[&str]> = match function {
+        "_+_" => Some(ADDABLE),
+        "_-_" => Some(SUBTRACTABLE),
+        "_*_" | "_/_" => Some(&["int", "uint", "double"]),
+        "_%_" => Some(&["int", "uint"]),
+        "_<_" | "_<=_" | "_>_" | "_>=_" => Some(COMPARABLE),
+        // `-` of a bool is refused by the operator itself.
+        "-_" => Some(&["int", "double", "google.protobuf.Duration", "bool"]),
+        // Types of sizes never get here.
+        "size" => Some(&[]),
+        _ => None,
+    };
+    let left = types.first().copied().unwrap_or_default();
+    match with_trait {
+        Some(typed) if typed.contains(&left) || RECEIVERS.contains(&left) => {
+            "no such overload".to_owned()
+        }
+        Some(_) => format!("no such overload: {function}"),
+        None => match function {
+            "!_" | "@in" | "matches" | "startsWith" | "endsWith" | "contains" => {
+                "no such overload".to_owned()
+            }
+            _ => format!("no such overload: {function}({})", types.join(", ")),
+        },
+    }
+}
+
 /// Kubernetes-style text for a `cel` error.
 pub(crate) fn eval_error(error: &ExecutionError) -> CelEvalError {
     match error {
@@ -977,11 +1051,14 @@ pub(crate) fn eval_error(error: &ExecutionError) -> CelEvalError {
         ExecutionError::UndeclaredReference(name) => {
             CelEvalError::runtime(format!("no such attribute: {name}"))
         }
-        ExecutionError::NoSuchOverload(overload) => CelEvalError::runtime(format!(
-            "no matching overload for '{}' applied to '({})'",
-            overload.function(),
-            overload.argument_types().join(", ")
-        )),
+        ExecutionError::NoSuchOverload(overload) => {
+            let types: Vec<&str> = overload
+                .argument_types()
+                .iter()
+                .map(String::as_str)
+                .collect();
+            CelEvalError::runtime(no_such_overload(overload.function(), &types))
+        }
         ExecutionError::UnsupportedBinaryOperator(op, lhs, rhs) => {
             let function = match *op {
                 "add" => "_+_",
@@ -991,17 +1068,22 @@ pub(crate) fn eval_error(error: &ExecutionError) -> CelEvalError {
                 "rem" => "_%_",
                 other => other,
             };
-            CelEvalError::runtime(format!(
-                "no matching overload for '{function}' applied to '({}, {})'",
-                convert::type_name(lhs),
-                convert::type_name(rhs)
+            CelEvalError::runtime(no_such_overload(
+                function,
+                &[convert::type_name(lhs), convert::type_name(rhs)],
             ))
         }
-        ExecutionError::ValuesNotComparable(lhs, rhs) => CelEvalError::runtime(format!(
-            "no matching overload for comparison applied to '({}, {})'",
-            convert::type_name(lhs),
-            convert::type_name(rhs)
-        )),
+        ExecutionError::ValuesNotComparable(lhs, rhs) => {
+            let types = [convert::type_name(lhs), convert::type_name(rhs)];
+            CelEvalError::runtime(if COMPARABLE.contains(&types[0]) {
+                no_such_overload("_<_", &types)
+            } else {
+                format!(
+                    "no matching overload for comparison applied to '({}, {})'",
+                    types[0], types[1]
+                )
+            })
+        }
         ExecutionError::DivisionByZero(_) => CelEvalError::runtime("division by zero"),
         ExecutionError::RemainderByZero(_) => CelEvalError::runtime("modulus by zero"),
         ExecutionError::IndexOutOfBounds(index) => {

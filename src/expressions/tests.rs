@@ -968,3 +968,38 @@ fn quantities_parse_as_parse_quantity_does() {
         assert!(message.contains(error), "{text}: {message}");
     }
 }
+
+#[test]
+fn doubles_convert_to_strings_as_cel_go_writes_them() {
+    let object = json!({"spec": {"ratio": 1_500_000.0, "small": 0.000_015, "replicas": 3}});
+    let activation = Activation::new().object(&object);
+    for (source, text) in [
+        ("string(1000000.0)", "1e+06"),
+        ("string(object.spec.ratio)", "1.5e+06"),
+        ("string(object.spec.small)", "1.5e-05"),
+        ("string(double(object.spec.replicas) * 0.5)", "1.5"),
+        ("[1e7].map(x, string(x))[0]", "1e+07"),
+        ("string(object.spec.replicas)", "3"),
+        ("string('text')", "text"),
+    ] {
+        let program = CelEnvironment::kubernetes().compile(source).unwrap();
+        let expected = Ok(cel::Value::String(Arc::new(text.to_owned())));
+        assert_eq!(program.evaluate(&activation), expected, "{source}");
+        assert_eq!(
+            program.interpret_with_cost(&activation).0,
+            expected,
+            "{source} (interpreter)"
+        );
+    }
+    // Other types keep the standard library's errors.
+    let program = CelEnvironment::kubernetes().compile("string([1])").unwrap();
+    assert!(
+        program
+            .evaluate(&activation)
+            .unwrap_err()
+            .to_string()
+            .contains("string"),
+        "{:?}",
+        program.evaluate(&activation)
+    );
+}

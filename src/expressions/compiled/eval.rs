@@ -364,6 +364,9 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
                 Value::Int(i) => Value::OwnedText(Arc::new(i.to_string())),
                 Value::Uint(u) => Value::OwnedText(Arc::new(u.to_string())),
                 Value::Bool(b) => Value::OwnedText(Arc::new(b.get().to_string())),
+                Value::Double(d) => {
+                    Value::OwnedText(Arc::new(crate::expressions::library::go_format_g(d.get())))
+                }
                 _ => return Err(Stop),
             },
             Node::ToInt(inner) => match self.eval(inner)? {

@@ -26,6 +26,7 @@ use super::activation::{AuthorizationCheck, AuthorizationDecision, Authorizer};
 
 mod authz;
 mod formats;
+mod double_text;
 mod lists;
 mod net;
 mod patterns;
@@ -37,6 +38,8 @@ mod urls;
 use self::{authz::*, formats::*, lists::*, net::*, patterns::*, quantity::*, semver::*, urls::*};
 pub(crate) use authz::authorizer_value;
 pub(crate) use formats::FORMATS;
+pub(crate) use double_text::go_format_g;
+pub(in crate::expressions) use double_text::wrap_string_conversions;
 #[cfg(test)]
 pub(crate) use patterns::cached_regexes;
 pub(crate) use patterns::{cached_regex_match, compile_as_go};
@@ -269,6 +272,7 @@ pub(super) fn register(env: &mut Env) {
 
     // internal
     global(env, "@budget", 1, budget);
+    global(env, double_text::DOUBLE_TEXT, 1, double_text::double_text);
     global(env, "@cost", 2, cost);
     global(env, "@sized", 3, sized);
     global(env, "@pairs", 1, overload!(pairs));

@@ -1,0 +1,139 @@
+//! `string(double)` as cel-go writes it: Go's `strconv.FormatFloat(d, 'g', -1, 64)`, the
+//! shortest digits that read back as the same double, in exponent form below 1e-4 and from
+//! 1e6 on (`1e+06`, `1.5e-07`, `1.073741824e+09`), where Rust's formatting writes every digit
+//! (`1000000`). The standard library's `string` overload for doubles cannot be replaced, so
+//! [`wrap_string_conversions`] has every `string(x)` the interpreter runs read
+//! `string(@doubleText(x))`: a double is written here, anything else passes through.
+
+use cel::ExecutionError;
+use cel::common::ast::{CallExpr, Expr, IdedExpr};
+use cel::common::types::CelDouble;
+use cel::common::value::CowVal;
+
+use crate::expressions::ast_walk::visit_children_mut;
+
+/// The internal function that writes a double as cel-go's `string()` does.
+pub(super) const DOUBLE_TEXT: &str = "@doubleText";
+
+/// `d` as Go's `strconv.FormatFloat(d, 'g', -1, 64)` writes it.
+pub(crate) fn go_format_g(d: f64) -> String {
+    if d.is_nan() {
+        return "NaN".to_owned();
+    }
+    if d.is_infinite() {
+        return if d > 0.0 { "+Inf" } else { "-Inf" }.to_owned();
+    }
+    // Rust's `{:e}` has the shortest digits that round-trip, as Go's shortest formatting.
+    let scientific = format!("{d:e}");
+    let (mantissa, exponent) = scientific
+        .split_once('e')
+        .unwrap_or((scientific.as_str(), "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    let (sign, mantissa) = match mantissa.strip_prefix('-') {
+        Some(rest) => ("-", rest),
+        None => ("", mantissa),
+    };
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let mut out = String::from(sign);
+    if !(-4..6).contains(&exponent) {
+        out.push_str(&digits[..1]);
+        if digits.len() > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        out.push('e');
+        out.push(if exponent < 0 { '-' } else { '+' });
+        out.push_str(&format!("{:02}", exponent.unsigned_abs()));
+        return out;
+    }
+    // The position of the decimal point after the first digit's.
+    let point = exponent + 1;
+    if point <= 0 {
+        out.push_str("0.");
+        out.push_str(&"0".repeat(point.unsigned_abs() as usize));
+        out.push_str(&digits);
+    } else {
+        let point = point as usize;
+        if point >= digits.len() {
+            out.push_str(&digits);
+            out.push_str(&"0".repeat(point - digits.len()));
+        } else {
+            out.push_str(&digits[..point]);
+            out.push('.');
+            out.push_str(&digits[point..]);
+        }
+    }
+    out
+}
+
+/// `@doubleText(x)`: a double written as cel-go's `string()` writes it; anything else as it is.
+pub(super) fn double_text<'b, 'v>(
+    mut args: Vec<CowVal<'b, 'v>>,
+) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let value = args
+        .pop()
+        .ok_or_else(|| ExecutionError::function_error(DOUBLE_TEXT, "one argument"))?;
+    match value.downcast_ref::<CelDouble>() {
+        Some(double) => {
+            let text: Box<dyn cel::common::value::Val> =
+                cel::Value::String(go_format_g(*double.inner()).into()).try_into()?;
+            Ok(CowVal::Owned(text))
+        }
+        None => Ok(value),
+    }
+}
+
+/// Has every global `string(x)` of `expr` read `string(@doubleText(x))`.
+pub(in crate::expressions) fn wrap_string_conversions(expr: &mut IdedExpr) {
+    visit_children_mut(expr, wrap_string_conversions);
+    if let Expr::Call(call) = &mut expr.expr
+        && call.func_name == "string"
+        && call.target.is_none()
+        && call.args.len() == 1
+    {
+        let argument = call.args.pop().unwrap_or_default();
+        call.args.push(IdedExpr {
+            id: argument.id,
+            expr: Expr::Call(CallExpr {
+                func_name: DOUBLE_TEXT.to_owned(),
+                target: None,
+                args: vec![argument],
+            }),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::go_format_g;
+
+    #[test]
+    fn doubles_are_written_as_go_writes_them() {
+        for (d, text) in [
+            (1e6, "1e+06"),
+            (123_456.0, "123456"),
+            (999_999.0, "999999"),
+            (1e21, "1e+21"),
+            (1e100, "1e+100"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (-2.5e-5, "-2.5e-05"),
+            (1.5e-7, "1.5e-07"),
+            (1.0, "1"),
+            (100.5, "100.5"),
+            (0.1, "0.1"),
+            (-0.5, "-0.5"),
+            (0.0, "0"),
+            (-0.0, "-0"),
+            (1_073_741_824.0, "1.073741824e+09"),
+            (1.0 / 3.0, "0.3333333333333333"),
+            (f64::MAX, "1.7976931348623157e+308"),
+            (5e-324, "5e-324"),
+            (f64::NAN, "NaN"),
+            (f64::INFINITY, "+Inf"),
+            (f64::NEG_INFINITY, "-Inf"),
+        ] {
+            assert_eq!(go_format_g(d), text, "{d:?}");
+        }
+    }
+}
