@@ -25,8 +25,8 @@ use cel::{Env, ExecutionError, Value};
 use super::activation::{AuthorizationCheck, AuthorizationDecision, Authorizer};
 
 mod authz;
-mod formats;
 mod double_text;
+mod formats;
 mod lists;
 mod net;
 mod patterns;
@@ -37,9 +37,9 @@ mod urls;
 
 use self::{authz::*, formats::*, lists::*, net::*, patterns::*, quantity::*, semver::*, urls::*};
 pub(crate) use authz::authorizer_value;
-pub(crate) use formats::FORMATS;
 pub(crate) use double_text::go_format_g;
 pub(in crate::expressions) use double_text::wrap_string_conversions;
+pub(crate) use formats::FORMATS;
 #[cfg(test)]
 pub(crate) use patterns::cached_regexes;
 pub(crate) use patterns::{cached_regex_match, compile_as_go};
