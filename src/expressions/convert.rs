@@ -337,7 +337,9 @@ pub fn cel_to_json(value: &Value) -> Result<serde_json::Value, CelEvalError> {
             serde_json::Value::Object(object)
         }
         Value::Duration(d) => serde_json::Value::String(display(&Value::Duration(*d))),
-        Value::Timestamp(t) => serde_json::Value::String(t.to_rfc3339()),
+        Value::Timestamp(_) => {
+            serde_json::Value::String(super::library::go_rfc3339_nano(value).unwrap_or_default())
+        }
         other => {
             return Err(CelEvalError::runtime(format!(
                 "cannot convert {} to JSON",

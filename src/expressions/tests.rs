@@ -970,7 +970,7 @@ fn quantities_parse_as_parse_quantity_does() {
 }
 
 #[test]
-fn doubles_convert_to_strings_as_cel_go_writes_them() {
+fn doubles_and_timestamps_convert_to_strings_as_cel_go_writes_them() {
     let object = json!({"spec": {"ratio": 1_500_000.0, "small": 0.000_015, "replicas": 3}});
     let activation = Activation::new().object(&object);
     for (source, text) in [
@@ -981,6 +981,22 @@ fn doubles_convert_to_strings_as_cel_go_writes_them() {
         ("[1e7].map(x, string(x))[0]", "1e+07"),
         ("string(object.spec.replicas)", "3"),
         ("string('text')", "text"),
+        (
+            "string(timestamp('2024-01-02T03:04:05Z'))",
+            "2024-01-02T03:04:05Z",
+        ),
+        (
+            "string(timestamp('2024-01-02T03:04:05.100Z'))",
+            "2024-01-02T03:04:05.1Z",
+        ),
+        (
+            "string(timestamp('2024-01-02T03:04:05.123456789+01:00'))",
+            "2024-01-02T03:04:05.123456789+01:00",
+        ),
+        (
+            "string(timestamp('2024-01-02T03:04:05.5-05:30'))",
+            "2024-01-02T03:04:05.5-05:30",
+        ),
     ] {
         let program = CelEnvironment::kubernetes().compile(source).unwrap();
         let expected = Ok(cel::Value::String(Arc::new(text.to_owned())));

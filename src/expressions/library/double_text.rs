@@ -1,13 +1,16 @@
-//! `string(double)` as cel-go writes it: Go's `strconv.FormatFloat(d, 'g', -1, 64)`, the
-//! shortest digits that read back as the same double, in exponent form below 1e-4 and from
-//! 1e6 on (`1e+06`, `1.5e-07`, `1.073741824e+09`), where Rust's formatting writes every digit
-//! (`1000000`). The standard library's `string` overload for doubles cannot be replaced, so
-//! [`wrap_string_conversions`] has every `string(x)` the interpreter runs read
-//! `string(@doubleText(x))`: a double is written here, anything else passes through.
+//! `string(double)` and `string(timestamp)` as cel-go writes them. A double: Go's
+//! `strconv.FormatFloat(d, 'g', -1, 64)`, the shortest digits that read back as the same
+//! double, in exponent form below 1e-4 and from 1e6 on (`1e+06`, `1.5e-07`,
+//! `1.073741824e+09`), where Rust's formatting writes every digit (`1000000`). A timestamp:
+//! Go's RFC 3339 with nanoseconds, in the timestamp's own offset, the fraction without its
+//! trailing zeros (`2024-01-02T03:04:05.1+01:00`), where the cel crate writes UTC. The
+//! standard library's `string` overloads cannot be replaced, so [`wrap_string_conversions`]
+//! has every `string(x)` the interpreter runs read `string(@doubleText(x))`: a double or a
+//! timestamp is written here, anything else passes through.
 
 use cel::ExecutionError;
 use cel::common::ast::{CallExpr, Expr, IdedExpr};
-use cel::common::types::CelDouble;
+use cel::common::types::{CelDouble, CelTimestamp};
 use cel::common::value::CowVal;
 
 use crate::expressions::ast_walk::visit_children_mut;
@@ -66,21 +69,48 @@ pub(crate) fn go_format_g(d: f64) -> String {
     out
 }
 
-/// `@doubleText(x)`: a double written as cel-go's `string()` writes it; anything else as it is.
+/// A timestamp as Go's `t.Format(time.RFC3339Nano)` writes it: in its own offset (`Z` for
+/// UTC), the fraction of a second without trailing zeros, none when it is whole; `None` for
+/// anything else.
+pub(crate) fn go_rfc3339_nano(value: &cel::Value) -> Option<String> {
+    let cel::Value::Timestamp(t) = value else {
+        return None;
+    };
+    let mut out = t.format("%Y-%m-%dT%H:%M:%S").to_string();
+    let nanos = t.timestamp_subsec_nanos() % 1_000_000_000;
+    if nanos > 0 {
+        let fraction = format!("{nanos:09}");
+        out.push('.');
+        out.push_str(fraction.trim_end_matches('0'));
+    }
+    let offset = t.offset().local_minus_utc();
+    if offset == 0 {
+        out.push('Z');
+    } else {
+        let minutes = offset.unsigned_abs() / 60;
+        out.push(if offset < 0 { '-' } else { '+' });
+        out.push_str(&format!("{:02}:{:02}", minutes / 60, minutes % 60));
+    }
+    Some(out)
+}
+
+/// `@doubleText(x)`: a double or a timestamp written as cel-go's `string()` writes it;
+/// anything else as it is.
 pub(super) fn double_text<'b, 'v>(
     mut args: Vec<CowVal<'b, 'v>>,
 ) -> Result<CowVal<'b, 'v>, ExecutionError> {
     let value = args
         .pop()
         .ok_or_else(|| ExecutionError::function_error(DOUBLE_TEXT, "one argument"))?;
-    match value.downcast_ref::<CelDouble>() {
-        Some(double) => {
-            let text: Box<dyn cel::common::value::Val> =
-                cel::Value::String(go_format_g(*double.inner()).into()).try_into()?;
-            Ok(CowVal::Owned(text))
-        }
-        None => Ok(value),
-    }
+    let text = if let Some(double) = value.downcast_ref::<CelDouble>() {
+        go_format_g(*double.inner())
+    } else if let Some(timestamp) = value.downcast_ref::<CelTimestamp>() {
+        go_rfc3339_nano(&cel::Value::Timestamp(*timestamp.inner())).unwrap_or_default()
+    } else {
+        return Ok(value);
+    };
+    let text: Box<dyn cel::common::value::Val> = cel::Value::String(text.into()).try_into()?;
+    Ok(CowVal::Owned(text))
 }
 
 /// Has every global `string(x)` of `expr` read `string(@doubleText(x))`.

@@ -37,8 +37,8 @@ mod urls;
 
 use self::{authz::*, formats::*, lists::*, net::*, patterns::*, quantity::*, semver::*, urls::*};
 pub(crate) use authz::authorizer_value;
-pub(crate) use double_text::go_format_g;
 pub(in crate::expressions) use double_text::wrap_string_conversions;
+pub(crate) use double_text::{go_format_g, go_rfc3339_nano};
 pub(crate) use formats::FORMATS;
 #[cfg(test)]
 pub(crate) use patterns::cached_regexes;
