@@ -104,10 +104,10 @@ bench-smoke:
 
 .PHONY: schemas schemas-check
 
-## schemas: regenerate src/schema/builtin.json and builtin.lock from the pinned Kubernetes
+## schemas: regenerate src/kubernetes/schema/builtin.json and builtin.lock from the pinned Kubernetes
 ## modules (OpenAPI v3 of k8s.io/kubernetes v1.37.2 + Go types of k8s.io/api v0.37.2); needs Go
 schemas:
-	cd scripts/object-model && go run . -out ../../src/schema
+	cd scripts/object-model && go run . -out ../../src/kubernetes/schema
 
 ## schemas-check: run the generator and fail if its output differs from the committed table
 schemas-check:

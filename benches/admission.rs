@@ -5,8 +5,8 @@ use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use portcullis::admission::{encode_review, parse_review, parse_review_for};
-use portcullis::defaulting::apply_defaults;
 use portcullis::engine::{Endpoint, Engine, EvalContext, NoNamespaces};
+use portcullis::kubernetes::defaulting::apply_defaults;
 use portcullis::server::{AppState, RequestSettings, webhook_router};
 use tower::ServiceExt;
 
@@ -215,7 +215,7 @@ fn standard_set(c: &mut Criterion) {
     group.finish();
 }
 
-/// The apiserver's defaulting of the same 10 KB Pod (`portcullis::defaulting`): alone (the
+/// The apiserver's defaulting of the same 10 KB Pod (`portcullis::kubernetes::defaulting`): alone (the
 /// object's clone is set up outside the measurement), and decode + default (the review parsed,
 /// then its object defaulted), as `check` and a typed round-trip would pay it.
 fn defaulting(c: &mut Criterion) {

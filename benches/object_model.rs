@@ -5,7 +5,7 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use portcullis::admission::GroupVersionKind;
-use portcullis::schema::{builtin, decode::check_decode, round_trip::round_trip};
+use portcullis::kubernetes::schema::{builtin, decode::check_decode, round_trip::round_trip};
 
 fn object_model(c: &mut Criterion) {
     let body = std::fs::read(format!(

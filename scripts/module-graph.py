@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Prints the dependency graph between the crate's top-level modules (src/<module>.rs or
-src/<module>/), read from `crate::<module>` paths in code (comments are skipped), and any
-cycle in it. Exits 1 when there is a cycle. tests/architecture.rs checks the same rules.
+src/<module>/; under src/kubernetes/, each module is its own node, `kubernetes::<module>`),
+read from `crate::<module>` paths in code (comments are skipped), and any cycle in it. Exits 1 when there is a cycle. tests/architecture.rs checks the same rules.
 
 Usage: scripts/module-graph.py [--dot]
 """
@@ -10,14 +10,20 @@ import re
 import sys
 
 SRC = pathlib.Path(__file__).resolve().parent.parent / "src"
-PATH = re.compile(r"\bcrate::([a-z_][a-z0-9_]*)")
+PATH = re.compile(r"\bcrate::([a-z_][a-z0-9_]*)(?:::([a-z_][a-z0-9_]*))?")
 
 
 def module_of(file: pathlib.Path) -> str:
     parts = file.relative_to(SRC).parts
     if len(parts) == 1:
         return parts[0][:-3]
+    if parts[0] == "kubernetes":
+        return "lib" if parts[1] == "mod.rs" else "kubernetes::" + parts[1].removesuffix(".rs")
     return parts[0]
+
+
+def unit_named(first: str, second: str) -> str:
+    return f"kubernetes::{second}" if first == "kubernetes" and second else first
 
 
 def code_lines(text: str):
@@ -36,7 +42,8 @@ def graph():
             continue
         targets = edges.setdefault(module, set())
         for line in code_lines(file.read_text()):
-            for target in PATH.findall(line):
+            for first, second in PATH.findall(line):
+                target = unit_named(first, second)
                 if target != module:
                     targets.add(target)
     return edges

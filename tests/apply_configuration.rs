@@ -12,7 +12,7 @@ use portcullis::engine::admission_policy::apply_configuration::{
     merge_apply_configuration, merge_apply_configuration_with, merge_server_side_apply,
     merge_server_side_apply_with,
 };
-use portcullis::schema::crd::schemas_from_crd;
+use portcullis::kubernetes::schema::crd::schemas_from_crd;
 use serde::Deserialize;
 use serde_json::Value;
 

@@ -1,4 +1,4 @@
-//! Differential test of `portcullis::defaulting::apply_defaults` against a real kube-apiserver
+//! Differential test of `portcullis::kubernetes::defaulting::apply_defaults` against a real kube-apiserver
 //! v1.37.2 (the judge): a few hundred generated objects (seeded, deterministic) of the built-in
 //! kinds Portcullis defaults are sent with `kubectl create --dry-run=server -o json`, and what
 //! the apiserver returns is compared field for field with `apply_defaults` on the same input.
@@ -34,7 +34,7 @@ use std::fmt::Write as _;
 
 use common::control_plane::{ControlPlane, e2e_bin};
 use portcullis::admission::GroupVersionKind;
-use portcullis::defaulting::apply_defaults;
+use portcullis::kubernetes::defaulting::apply_defaults;
 use serde_json::{Map, Value, json};
 
 /// The namespace every namespaced object is created in (dry run: nothing is stored).

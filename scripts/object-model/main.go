@@ -1,5 +1,5 @@
 // Command object-model writes Portcullis's table of built-in Kubernetes schemas
-// (src/schema/builtin.json) from two pinned sources:
+// (src/kubernetes/schema/builtin.json) from two pinned sources:
 //
 //   - the kube-apiserver's OpenAPI v3 documents in k8s.io/kubernetes@v1.37.2
 //     (api/openapi-spec/v3), for field types, list types and keys, map types,
@@ -218,7 +218,7 @@ func run() error {
 		return err
 	}
 	tableSum := sha256.Sum256(table)
-	lock := "# Written by `make schemas` (scripts/object-model); checked by src/schema/tests.rs.\n" +
+	lock := "# Written by `make schemas` (scripts/object-model); checked by src/kubernetes/schema/tests.rs.\n" +
 		"generator " + generator + "\n" +
 		"table " + hex.EncodeToString(tableSum[:]) + "\n"
 	if err := os.WriteFile(filepath.Join(*outDir, "builtin.json"), table, 0o644); err != nil {

@@ -15,7 +15,7 @@ use crate::admission::AdmissionRequest;
 use crate::engine::NamespaceLookup;
 use crate::engine::matching::SelectorMatcher;
 use crate::expressions::{Activation, Expression};
-use crate::vocabulary::LabelSelector;
+use crate::kubernetes::vocabulary::LabelSelector;
 use crate::webhook_config::{WebhookOptions, WebhookTarget, webhook_configurations};
 
 /// Why the exclusions could not be read from a generated configuration (a defect of the
@@ -175,13 +175,13 @@ impl WebhookExclusions {
     #[must_use]
     pub fn excluding(mut self, namespaces: &[String]) -> Self {
         if !namespaces.is_empty() {
-            self.selector
-                .match_expressions
-                .push(crate::vocabulary::LabelSelectorRequirement {
+            self.selector.match_expressions.push(
+                crate::kubernetes::vocabulary::LabelSelectorRequirement {
                     key: NAME_LABEL.to_owned(),
                     operator: "NotIn".to_owned(),
                     values: namespaces.to_vec(),
-                });
+                },
+            );
         }
         self
     }

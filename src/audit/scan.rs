@@ -27,9 +27,9 @@ use super::targets::{
 };
 use crate::admission::{AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation};
 use crate::engine::{Engine, StaticNamespaces};
+use crate::kubernetes::vocabulary::LabelSelector;
 use crate::offline::manifest::offline_uid;
 use crate::offline::{CheckResult, Checker, Manifest, Source};
-use crate::vocabulary::LabelSelector;
 
 /// The field manager of report writes.
 pub const FIELD_MANAGER: &str = "portcullis-audit";

@@ -14,7 +14,7 @@ use crate::audit::{
     JsonWriter, OpenReportsWriter, ResultWriter, ScanError, ScanOptions, Scanner, TableWriter,
 };
 use crate::cli::{AuditArgs, AuditOutput};
-use crate::vocabulary::LabelSelector;
+use crate::kubernetes::vocabulary::LabelSelector;
 
 /// Runs `audit`: 0 when every scanned object would be admitted, 1 when any would be denied,
 /// 2 (through the caller, or here when some objects could not be evaluated) on an error.

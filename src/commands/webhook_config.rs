@@ -38,7 +38,9 @@ pub fn webhook_config(args: WebhookConfigArgs) -> anyhow::Result<()> {
     if configurations.is_empty() {
         anyhow::bail!("the policies act on no resource: there is nothing to register");
     }
-    configurations.extend(crate::params_rbac::params_rbac(&engine, &options));
+    configurations.extend(crate::webhook_config::params_rbac::params_rbac(
+        &engine, &options,
+    ));
     print!("{}", to_yaml_documents(&configurations)?);
     Ok(())
 }

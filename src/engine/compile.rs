@@ -51,7 +51,7 @@ impl Engine {
                     admission.push((&document.source, policy.as_ref()));
                 }
                 PolicyDocument::CustomResourceDefinition(crd) => {
-                    let schemas = crate::schema::crd::schemas_from_crd(crd)
+                    let schemas = crate::kubernetes::schema::crd::schemas_from_crd(crd)
                         .map_err(|e| PolicyError::at(&document.source, e.path, e.message))?;
                     let plural = crd
                         .pointer("/spec/names/plural")

@@ -27,7 +27,7 @@ use crate::patch::ObjectEditor;
 use crate::policy::admission_policy::{ParamKind, ParamRef};
 use cel_input::{AuthorizerBinding, CelInputCell};
 
-pub use crate::vocabulary::Action;
+pub use crate::kubernetes::vocabulary::Action;
 pub use admission_policy::{ExpressionWarning, ParamLookup, ParamNeed};
 pub use decision::{Decision, DenialStatus, PolicyOutcome, Violation, audit_annotation_key};
 pub use namespaces::{
@@ -170,7 +170,7 @@ fn check_object_shape(request: &AdmissionRequest, pod_security: bool) -> Result<
             });
         }
         if pod_security && pod_spec_location(request).is_some() {
-            crate::schema::decode::check_object(kind, object)
+            crate::kubernetes::schema::decode::check_object(kind, object)
                 .map_err(|error| EvalError::Undecodable(error.to_string()))?;
         }
     }

@@ -137,7 +137,7 @@ impl<'a> Checker<'a> {
 
     /// The request the apiserver would send for a document: [`Checker::request`], with a
     /// manifest's object defaulted first as the apiserver defaults what it decodes
-    /// ([`crate::defaulting::apply_defaults`]). A review is what the apiserver sent and is
+    /// ([`crate::kubernetes::defaulting::apply_defaults`]). A review is what the apiserver sent and is
     /// left as it is.
     pub fn admission_request(document: &InputDocument, operation: Operation) -> AdmissionRequest {
         match &document.input {

@@ -9,7 +9,7 @@ use super::input::{InputError, Source};
 use crate::admission::{
     AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation, UserInfo,
 };
-use crate::defaulting::apply_defaults;
+use crate::kubernetes::defaulting::apply_defaults;
 
 /// The user offline requests are made as: `portcullis:offline`, in `system:authenticated`.
 /// Rules that look at the user see an ordinary, unprivileged one.
@@ -227,7 +227,7 @@ const KNOWN_KINDS: &[KnownKind] = &[
     ),
 ];
 
-pub use crate::names::plural_resource as guess_resource;
+pub use crate::kubernetes::names::plural_resource as guess_resource;
 
 /// An object to be admitted, normalised as the apiserver would see it.
 #[derive(Debug, Clone)]
@@ -340,7 +340,7 @@ impl Manifest {
         };
         // The apiserver refuses an object of a built-in kind that does not decode into its Go
         // type before any admission runs; so does check, with the apiserver's words.
-        crate::schema::decode::check_object(&kind, &object)
+        crate::kubernetes::schema::decode::check_object(&kind, &object)
             .map_err(|error| InputError::at(source, error.to_string()))?;
         Ok(Manifest {
             kind,
@@ -363,8 +363,9 @@ impl Manifest {
     #[must_use]
     pub fn defaulted(&self) -> Cow<'_, Manifest> {
         // `from_object` checked that the object decodes.
-        let mut object = crate::schema::round_trip::round_trip_object(&self.kind, &self.object)
-            .unwrap_or_else(|_| self.object.clone());
+        let mut object =
+            crate::kubernetes::schema::round_trip::round_trip_object(&self.kind, &self.object)
+                .unwrap_or_else(|_| self.object.clone());
         apply_defaults(&self.kind, &mut object);
         if object != self.object {
             Cow::Owned(Manifest {

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::PatchOperation;
 use super::pointer::push_pointer_token;
-use crate::go_text::go_quote;
+use crate::kubernetes::go_text::go_quote;
 
 /// Why an operation did not apply, worded as the apiserver's JSON Patch library
 /// (`gopkg.in/evanphx/json-patch.v4` v4.13.0) words it.

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{DocumentSource, PolicyError, from_document};
-pub use crate::vocabulary::{FailurePolicy, LabelSelector};
+pub use crate::kubernetes::vocabulary::{FailurePolicy, LabelSelector};
 
 /// `metadata` of a policy or binding: only the name matters; the rest is accepted.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{DocumentSource, PolicyError};
 use crate::admission::Operation;
-pub use crate::vocabulary::{Action, LabelSelector, LabelSelectorRequirement};
+pub use crate::kubernetes::vocabulary::{Action, LabelSelector, LabelSelectorRequirement};
 
 /// A native policy document.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]

@@ -479,7 +479,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_router_reads_a_param_the_watch_does_not_hold_before_deciding() {
-        use crate::cluster_params::ClusterParams;
+        use crate::cluster::params::ClusterParams;
         use crate::policy::admission_policy::ParamKind;
         use k8s_openapi::api::core::v1::ConfigMap;
         use std::sync::atomic::Ordering;

@@ -1,6 +1,7 @@
 //! The webhook server: router, handlers, the AdmissionReview extractor, errors, and the
 //! listeners with graceful shutdown.
 
+pub mod admin;
 mod error;
 mod extract;
 mod handlers;
@@ -18,10 +19,10 @@ use axum::routing::post;
 use clap::ValueEnum;
 use tower_http::catch_panic::CatchPanicLayer;
 
-use crate::admin::Readiness;
 use crate::authorization::AccessReviewer;
 use crate::engine::{Engine, NamespaceLookup, NoNamespaces, ParamLookup};
 use crate::metrics::Metrics;
+use crate::server::admin::Readiness;
 
 pub use error::ApiError;
 pub use extract::{AdmissionReviewBody, RawReviewBody};

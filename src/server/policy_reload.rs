@@ -14,10 +14,10 @@ use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::admin::Readiness;
 use crate::engine::Engine;
 use crate::metrics::Metrics;
 use crate::policy::PolicyError;
+use crate::server::admin::Readiness;
 
 /// How long the files must be quiet after a change before they are read: an editor or
 /// `kubectl cp` writes a file in several steps, and kubelet's `..data` swap is a burst of events

@@ -15,11 +15,11 @@ use tokio::task::JoinHandle;
 use super::limits::{ConnectionLimit, ConnectionSettings};
 use super::policy_reload::PolicyReloader;
 use super::{AppState, RequestSettings, webhook_router};
-use crate::admin::{AdminState, admin_router};
 use crate::authorization::{ReviewSettings, SubjectAccessReviewer};
 use crate::cluster::NamespaceCache;
-use crate::cluster_params::ClusterParams;
+use crate::cluster::params::ClusterParams;
 use crate::engine::Engine;
+use crate::server::admin::{AdminState, admin_router};
 use crate::tls::{CertificateReloader, TlsError, TlsSettings};
 
 /// Everything `serve` needs to start.
@@ -289,7 +289,7 @@ pub async fn start_with(
 }
 
 /// `/readyz` is 503 until the first list of Namespaces is complete, after every condition
-/// of [`Readiness`](crate::admin::Readiness) holds: decisions that depend on namespace labels
+/// of [`Readiness`](crate::server::admin::Readiness) holds: decisions that depend on namespace labels
 /// would otherwise be made without them.
 async fn readyz_waits_for_namespaces(
     State(cache): State<NamespaceCache>,

@@ -12,8 +12,8 @@
 //!    → `failed to merge patch: …` (the live object may hold duplicate keys; they are kept).
 //!
 //! The shapes come from the kind's [`Schema`]: the generated table of built-in kinds
-//! ([`crate::schema::builtin`]) or a CustomResourceDefinition's structural schema
-//! ([`crate::schema::crd::schemas_from_crd`], passed to [`merge_apply_configuration_with`]).
+//! ([`crate::kubernetes::schema::builtin`]) or a CustomResourceDefinition's structural schema
+//! ([`crate::kubernetes::schema::crd::schemas_from_crd`], passed to [`merge_apply_configuration_with`]).
 //! Where there is no schema (a kind without one, a `x-kubernetes-preserve-unknown-fields`
 //! subtree, a `RawExtension`), the shape is deduced from the value as SMD deduces it: maps
 //! merge key by key and lists are atomic. A kind without a schema still has the built-in
@@ -32,7 +32,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{Map, Value};
 
 use crate::admission::GroupVersionKind;
-use crate::schema::{self, ListType, Node, NodeKind, ObjectType, Schema};
+use crate::kubernetes::schema::{self, ListType, Node, NodeKind, ObjectType, Schema};
 
 /// The numbers of a merged object of a built-in kind as the apiserver's conversion from
 /// unstructured into the Go type leaves them (`runtime.DefaultUnstructuredConverter`, after an
@@ -921,7 +921,7 @@ mod tests {
 
     #[test]
     fn numbers_convert_as_the_unstructured_converter_converts_them() {
-        let deployment = crate::schema::builtin(&GroupVersionKind {
+        let deployment = crate::kubernetes::schema::builtin(&GroupVersionKind {
             group: "apps".into(),
             version: "v1".into(),
             kind: "Deployment".into(),

@@ -11,7 +11,7 @@
 use super::policy_core::{expect_instantiable, expect_output};
 use super::variables::is_cel_identifier;
 use crate::expressions::{CelType, Expression};
-use crate::names;
+use crate::kubernetes::names;
 use crate::policy::admission_policy::{
     AuditAnnotation, MatchResources, NamedRule, ParamKind, ParamRef, PolicyCommon, Validation,
     ValidationAction,

@@ -26,9 +26,9 @@ use serde_json::Value as Json;
 use crate::admission::{AdmissionRequest, GroupVersionKind};
 use crate::engine::cel_input::CelInputCell;
 use crate::engine::{Decision, Endpoint, NamespaceLookup, ResourceRule};
+use crate::kubernetes::schema::Schema;
 use crate::policy::admission_policy::{ParamKind, ParamRef};
 use crate::policy::{DocumentSource, PolicyError};
-use crate::schema::Schema;
 use binding::Bound;
 
 pub use crate::policy::AdmissionPolicyDocument;
@@ -151,7 +151,7 @@ impl AdmissionPolicies {
     /// The schema of `kind`: a built-in kind's, or a custom resource's from a
     /// CustomResourceDefinition among the policies.
     pub fn schema(&self, kind: &GroupVersionKind) -> Option<Schema> {
-        crate::schema::builtin(kind).or_else(|| {
+        crate::kubernetes::schema::builtin(kind).or_else(|| {
             self.custom_schemas
                 .iter()
                 .find(|(_, s)| s.gvk() == kind)
@@ -262,7 +262,7 @@ impl AdmissionPolicies {
                 gvk.group == group && gvk.version == version && gvk.kind == kind.kind
             })
             .map(|(plural, _)| plural.clone())
-            .unwrap_or_else(|| crate::names::resource_for_kind(&kind.kind))
+            .unwrap_or_else(|| crate::kubernetes::names::resource_for_kind(&kind.kind))
     }
 
     /// Runs the ValidatingAdmissionPolicies.

@@ -14,21 +14,21 @@ use super::field_validation::{BINDING_ORDER, FieldErrors, MUTATING_ORDER};
 use super::params::ParamLookup;
 use super::policy_core::PolicyCore;
 use crate::admission::{AdmissionRequest, GroupVersionKind};
-use crate::defaulting::apply_defaults;
 use crate::engine::cel_input::CelInputCell;
 use crate::engine::{Decision, DenialStatus, NamespaceLookup, PolicyOutcome, Violation};
 use crate::expressions::{
     CostBudget, Expression, POLICY_COST_BUDGET, apply_configuration_type, json_patch_list_type,
 };
 use crate::expressions::{cel_to_json, object_type_mismatches};
+use crate::kubernetes::defaulting::apply_defaults;
+use crate::kubernetes::schema::round_trip::{round_trip, unknown_fields};
+use crate::kubernetes::schema::{self, Schema};
 use crate::patch::json_patch::{PatchError, apply_operation};
 use crate::policy::admission_policy::{
     Document, FailurePolicy, MutatingBindingSpec, MutatingPolicySpec, Mutation, PatchType,
     ReinvocationPolicy,
 };
 use crate::policy::{DocumentSource, PolicyError};
-use crate::schema::round_trip::{round_trip, unknown_fields};
-use crate::schema::{self, Schema};
 
 enum CompiledMutation {
     JsonPatch(Expression),

@@ -10,7 +10,7 @@ use super::resource_match::ResourceMatcher;
 use super::variables::Variables;
 use crate::admission::AdmissionRequest;
 use crate::expressions::{CelType, Declarations, Expression, Variables as Declared};
-use crate::names;
+use crate::kubernetes::names;
 use crate::policy::admission_policy::{FailurePolicy, ParamKind, PolicyCommon};
 use crate::policy::{DocumentSource, PolicyError};
 

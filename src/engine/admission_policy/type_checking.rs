@@ -19,8 +19,8 @@ use crate::expressions::{
     CelEnvironment, CelType, DeclaredObject, ObjectFields, admission_request_type,
     namespace_object_type,
 };
+use crate::kubernetes::schema::{NodeKind, Schema};
 use crate::policy::admission_policy::{Document, ValidatingPolicySpec};
-use crate::schema::{NodeKind, Schema};
 
 /// At most this many kinds are checked per policy (upstream's `maxTypesToCheck`).
 const MAX_TYPES_TO_CHECK: usize = 10;
@@ -44,7 +44,7 @@ pub(super) struct SchemaIndex<'a> {
 
 impl SchemaIndex<'_> {
     fn schema(&self, kind: &GroupVersionKind) -> Option<Schema> {
-        crate::schema::builtin(kind).or_else(|| {
+        crate::kubernetes::schema::builtin(kind).or_else(|| {
             self.custom
                 .iter()
                 .find(|(_, s)| s.gvk() == kind)
@@ -65,11 +65,13 @@ impl SchemaIndex<'_> {
             })
             .map(|(_, s)| s.gvk().clone())
             .collect();
-        let builtin = crate::schema::builtin_kinds().into_iter().filter(|gvk| {
-            (group.is_empty() || gvk.group == group)
-                && gvk.version == version
-                && crate::names::resource_for_kind(&gvk.kind) == resource
-        });
+        let builtin = crate::kubernetes::schema::builtin_kinds()
+            .into_iter()
+            .filter(|gvk| {
+                (group.is_empty() || gvk.group == group)
+                    && gvk.version == version
+                    && crate::kubernetes::names::resource_for_kind(&gvk.kind) == resource
+            });
         builtin.chain(custom).collect()
     }
 }
@@ -292,7 +294,7 @@ impl ObjectFields for EmptyObject {
 impl SchemaObject {
     /// The CEL type of a schema node named `name`, or `None` where upstream does not expose
     /// the field (quantities and other untyped schemas).
-    fn node_type(&self, node: &crate::schema::Node, name: String) -> Option<CelType> {
+    fn node_type(&self, node: &crate::kubernetes::schema::Node, name: String) -> Option<CelType> {
         Some(match &node.kind {
             NodeKind::String => match node.format.as_str() {
                 "byte" => CelType::Bytes,

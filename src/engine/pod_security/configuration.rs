@@ -8,7 +8,7 @@ use std::fmt;
 use super::admission::{INVALID_LEVEL, INVALID_VERSION, NamespacePolicy, PodSecurityAdmission};
 use super::text::go_quote;
 use super::{Level, LevelVersion, Version};
-use crate::names;
+use crate::kubernetes::names;
 use crate::policy::PodSecurityConfiguration;
 
 /// An error in a `PodSecurityConfiguration`, at a field.

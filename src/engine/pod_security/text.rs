@@ -1,6 +1,6 @@
 //! Building upstream's detail strings: plurals, quoted lists and Go's `%q`.
 
-pub(crate) use crate::go_text::go_quote;
+pub(crate) use crate::kubernetes::go_text::go_quote;
 
 /// `singular` for one thing, `plural` otherwise (zero included), as upstream words it.
 pub(super) fn pluralize(

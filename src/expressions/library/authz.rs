@@ -86,10 +86,10 @@ pub(super) fn authz_member(function: &str, args: &[Value]) -> Fallible {
         "serviceAccount" => {
             let name = str_arg(function, args, 2)?.to_owned();
             // As `authorizerServiceAccount` (k8s.io/apiserver pkg/cel/library/authz.go).
-            if !crate::names::dns1123_subdomain_errors(&name).is_empty() {
+            if !crate::kubernetes::names::dns1123_subdomain_errors(&name).is_empty() {
                 return Err(fail(function, "Invalid service account name"));
             }
-            if !crate::names::dns1123_label_errors(&arg).is_empty() {
+            if !crate::kubernetes::names::dns1123_label_errors(&arg).is_empty() {
                 return Err(fail(function, "Invalid service account namespace"));
             }
             next.check.service_account = Some((arg, name));

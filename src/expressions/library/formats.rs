@@ -2,7 +2,7 @@
 //! (apimachinery validation messages, word for word).
 
 use super::*;
-use crate::names;
+use crate::kubernetes::names;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct NamedFormat(&'static str);

@@ -47,7 +47,8 @@ pub(super) const NANO: i128 = 1_000_000_000;
 /// Parses `s` as `resource.ParseQuantity` does: what it accepts (`-`, `.` and `-Ki` are 0, its
 /// regular expression notwithstanding) and its errors are those of the object model's check.
 pub(super) fn parse_quantity(s: &str) -> Result<Quantity, String> {
-    crate::schema::quantity::check_quantity(s).map_err(|error| error.message().to_owned())?;
+    crate::kubernetes::schema::quantity::check_quantity(s)
+        .map_err(|error| error.message().to_owned())?;
     let suffix_error = || "unable to parse quantity's suffix".to_owned();
     let (negative, body) = match s.as_bytes().first() {
         Some(b'-') => (true, &s[1..]),

@@ -294,7 +294,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::schema::builtin;
+    use crate::kubernetes::schema::builtin;
 
     fn schema(group: &str, kind: &str) -> Schema {
         builtin(&GroupVersionKind {

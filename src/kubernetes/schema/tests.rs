@@ -29,8 +29,8 @@ fn repo() -> &'static Path {
 }
 
 fn lock_entry(name: &str) -> String {
-    let lock = std::fs::read_to_string(repo().join("src/schema/builtin.lock"))
-        .expect("src/schema/builtin.lock is readable");
+    let lock = std::fs::read_to_string(repo().join("src/kubernetes/schema/builtin.lock"))
+        .expect("src/kubernetes/schema/builtin.lock is readable");
     lock.lines()
         .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
         .unwrap_or_else(|| panic!("builtin.lock has no {name} line"))
@@ -42,7 +42,7 @@ fn table_matches_its_lock() {
     assert_eq!(
         sha256(BUILTIN_TABLE.as_bytes()),
         lock_entry("table"),
-        "src/schema/builtin.json differs from what `make schemas` wrote: run `make schemas`"
+        "src/kubernetes/schema/builtin.json differs from what `make schemas` wrote: run `make schemas`"
     );
 }
 
@@ -127,7 +127,7 @@ fn regenerating_gives_the_committed_table() {
     );
     assert!(
         output.stdout == BUILTIN_TABLE.as_bytes(),
-        "the generator's output differs from src/schema/builtin.json: run `make schemas`"
+        "the generator's output differs from src/kubernetes/schema/builtin.json: run `make schemas`"
     );
 }
 

@@ -295,7 +295,7 @@ struct BuiltinTable {
 
 static BUILTINS: LazyLock<BuiltinTable> = LazyLock::new(|| {
     // The table is generated and checked by tests; a broken one is a build defect.
-    parse_table(BUILTIN_TABLE).expect("src/schema/builtin.json is a valid schema table")
+    parse_table(BUILTIN_TABLE).expect("src/kubernetes/schema/builtin.json is a valid schema table")
 });
 
 /// The schema of a built-in kind (any group, version and kind the v1.37 apiserver serves), or

@@ -423,7 +423,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::schema::Origin;
+    use crate::kubernetes::schema::Origin;
 
     fn crd(schema: Value) -> Value {
         json!({

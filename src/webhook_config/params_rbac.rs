@@ -1,4 +1,4 @@
-//! RBAC for the cluster's parameter watches (see [`crate::cluster_params`]): exactly `get`,
+//! RBAC for the cluster's parameter watches (see [`crate::cluster::params`]): exactly `get`,
 //! `list` and `watch` on each param kind's resource, as narrow as the watch: a Role in the one
 //! namespace every binding names, `resourceNames` when every binding names the same object
 //! (the watch lists with a `metadata.name` field selector, which RBAC authorizes by name), a
@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 
-use crate::cluster_params::WatchScope;
+use crate::cluster::params::WatchScope;
 use crate::engine::Engine;
 use crate::webhook_config::{WebhookOptions, WebhookTarget};
 

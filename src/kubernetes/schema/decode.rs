@@ -391,7 +391,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::schema::builtin;
+    use crate::kubernetes::schema::builtin;
 
     fn pod_schema() -> Schema {
         builtin(&GroupVersionKind {

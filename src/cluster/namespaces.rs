@@ -10,221 +10,28 @@
 //! [`FETCHED_TTL`]. Watch errors are logged and retried with backoff; the store keeps the last
 //! complete list meanwhile. RBAC: `get`, `list` and `watch` on `namespaces`.
 
-use std::collections::HashMap;
-use std::future::Future;
-use std::hash::Hash;
-use std::path::{Path, PathBuf};
 use std::pin::pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Namespace;
-use kube::config::{InClusterError, KubeConfigOptions, Kubeconfig, KubeconfigError};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, Config};
+use kube::{Api, Client};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use tokio::task::JoinHandle;
 
 use crate::authorization::ResultLabels;
+use crate::cluster::reads::{READ_TIMEOUT, ReadAnswers};
 use crate::engine::{
     FetchFuture, Labels, NamespaceLabels, NamespaceLookup, namespace_object,
     partial_namespace_object,
 };
 
-/// How long a namespace got from the API ([`NamespaceLookup::fetch`]), or the answer that it
-/// does not exist or could not be had, is used before it is asked for again. The watch
-/// delivers a new namespace within milliseconds; its store is read first.
-pub const FETCHED_TTL: Duration = Duration::from_secs(10);
-
-/// The longest a read of one object may take, whatever the request's deadline, as the
-/// apiserver allows its own reads on a cache miss.
-pub const READ_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// The most answers a [`ReadAnswers`] keeps at once; past it, expired ones are dropped, and all
-/// when none has expired.
-const READ_ANSWERS_MAX: usize = 1024;
-
-/// The answers of reads of single objects that a watch did not hold yet, by key, each used for
-/// [`FETCHED_TTL`]: the object, or `None` when there was none or the read failed. One read
-/// per key is in flight at a time: requests that need the same object meanwhile wait for its
-/// answer.
-pub(crate) struct ReadAnswers<K, T> {
-    answers: Mutex<HashMap<K, (Instant, Option<T>)>>,
-    /// The reads in flight, by key: locked by the request that reads, until its answer is kept.
-    in_flight: Mutex<HashMap<K, Arc<tokio::sync::Mutex<()>>>>,
-    /// Reads by result: `found`, `not_found`, `error` or `timeout`.
-    results: Family<ResultLabels, Counter>,
-}
-
-/// A read in flight, taken out of [`ReadAnswers::in_flight`] when it ends, answered or not
-/// (its request may be dropped while it waits).
-struct Reading<'a, K: Hash + Eq, T> {
-    answers: &'a ReadAnswers<K, T>,
-    key: K,
-    _gate: tokio::sync::OwnedMutexGuard<()>,
-}
-
-impl<K: Hash + Eq, T> Drop for Reading<'_, K, T> {
-    fn drop(&mut self) {
-        let mut in_flight = self
-            .answers
-            .in_flight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        in_flight.remove(&self.key);
-    }
-}
-
-impl<K: Hash + Eq + Clone, T: Clone> ReadAnswers<K, T> {
-    /// No answers yet; reads are counted in `results`.
-    pub(crate) fn new(results: Family<ResultLabels, Counter>) -> Self {
-        ReadAnswers {
-            answers: Mutex::new(HashMap::new()),
-            in_flight: Mutex::new(HashMap::new()),
-            results,
-        }
-    }
-
-    /// The fresh answer for `key`: `Some(None)` when the read found nothing.
-    pub(crate) fn fresh(&self, key: &K) -> Option<Option<T>> {
-        let answers = self.answers.lock().unwrap_or_else(|e| e.into_inner());
-        let (at, answer) = answers.get(key)?;
-        (at.elapsed() < FETCHED_TTL).then(|| answer.clone())
-    }
-
-    /// Awaits `read` for at most `timeout`, keeps what it gave under `key` (made into the
-    /// kept form by `keep`), and counts it. Failures are logged with `what` and `name`.
-    /// When a read of `key` is in flight already, waits (at most `timeout`) for its answer
-    /// instead, and reads only if it ended without one.
-    pub(crate) async fn read<O>(
-        &self,
-        key: K,
-        what: &str,
-        name: &str,
-        timeout: Duration,
-        read: impl Future<Output = Result<Option<O>, kube::Error>>,
-        keep: impl FnOnce(O) -> Option<T>,
-    ) {
-        let deadline = tokio::time::Instant::now() + timeout;
-        let _reading = loop {
-            let gate = {
-                let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-                match in_flight.get(&key) {
-                    Some(gate) => gate.clone(),
-                    None => {
-                        let gate = Arc::new(tokio::sync::Mutex::new(()));
-                        // A new gate is never locked yet.
-                        let Ok(locked) = gate.clone().try_lock_owned() else {
-                            return;
-                        };
-                        in_flight.insert(key.clone(), gate);
-                        break Reading {
-                            answers: self,
-                            key: key.clone(),
-                            _gate: locked,
-                        };
-                    }
-                }
-            };
-            if tokio::time::timeout_at(deadline, gate.lock())
-                .await
-                .is_err()
-                || self.fresh(&key).is_some()
-            {
-                return;
-            }
-        };
-        let (answer, result) = match tokio::time::timeout_at(deadline, read).await {
-            Ok(Ok(Some(object))) => (keep(object), "found"),
-            Ok(Ok(None)) => (None, "not_found"),
-            Ok(Err(error)) => {
-                tracing::warn!(%error, what, name, "reading an object the watch does not hold yet failed");
-                (None, "error")
-            }
-            Err(_) => {
-                tracing::warn!(
-                    what,
-                    name,
-                    ?timeout,
-                    "reading an object the watch does not hold yet timed out"
-                );
-                (None, "timeout")
-            }
-        };
-        self.results.get_or_create(&ResultLabels { result }).inc();
-        let mut answers = self.answers.lock().unwrap_or_else(|e| e.into_inner());
-        if answers.len() >= READ_ANSWERS_MAX {
-            answers.retain(|_, (at, _)| at.elapsed() < FETCHED_TTL);
-            if answers.len() >= READ_ANSWERS_MAX {
-                answers.clear();
-            }
-        }
-        answers.insert(key, (Instant::now(), answer));
-    }
-}
-
 /// The label the apiserver sets on every namespace to its name.
 const NAME_LABEL: &str = "kubernetes.io/metadata.name";
-
-/// Where the cluster connection comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ClusterSource {
-    /// No cluster: namespaces stay unknown.
-    None,
-    /// A kubeconfig file (its current context).
-    Kubeconfig(PathBuf),
-    /// The Pod's service account (`KUBERNETES_SERVICE_HOST` and the mounted token).
-    InCluster,
-}
-
-impl ClusterSource {
-    /// The source `serve` uses: `--kubeconfig` when given; otherwise the in-cluster service
-    /// account when running in a Pod (`in_pod`), unless `--no-cluster`.
-    pub fn choose(kubeconfig: Option<&Path>, no_cluster: bool, in_pod: bool) -> Self {
-        match kubeconfig {
-            Some(path) => ClusterSource::Kubeconfig(path.to_owned()),
-            None if in_pod && !no_cluster => ClusterSource::InCluster,
-            None => ClusterSource::None,
-        }
-    }
-
-    /// Whether this process runs in a Pod: the kubelet sets `KUBERNETES_SERVICE_HOST`.
-    pub fn in_pod() -> bool {
-        std::env::var_os("KUBERNETES_SERVICE_HOST").is_some_and(|host| !host.is_empty())
-    }
-
-    /// A client for the source, or `None` without a cluster. Nothing is sent to the cluster
-    /// yet: an unreachable apiserver shows later, as watch errors.
-    pub async fn client(&self) -> Result<Option<Client>, ClusterError> {
-        let config = match self {
-            ClusterSource::None => return Ok(None),
-            ClusterSource::Kubeconfig(path) => {
-                let kubeconfig = Kubeconfig::read_from(path)?;
-                Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?
-            }
-            ClusterSource::InCluster => Config::incluster()?,
-        };
-        Ok(Some(Client::try_from(config)?))
-    }
-}
-
-/// Why no cluster client could be made.
-#[derive(Debug, thiserror::Error)]
-pub enum ClusterError {
-    /// The kubeconfig could not be read or used.
-    #[error("kubeconfig: {0}")]
-    Kubeconfig(#[from] KubeconfigError),
-    /// The in-cluster configuration is incomplete (no service account token mounted?).
-    #[error("in-cluster configuration: {0} (use --no-cluster to run without a cluster)")]
-    InCluster(#[from] InClusterError),
-    /// The client could not be built.
-    #[error("kubernetes client: {0}")]
-    Client(#[from] kube::Error),
-}
-
 /// Namespaces (labels and `namespaceObject`) from a reflector [`Store`], and from reads of
 /// the API for those it does not hold yet. Cheap to clone; clones share the store.
 #[derive(Clone)]
@@ -374,62 +181,6 @@ async fn drive<S: WatchStreamExt<Item = Result<watcher::Event<Namespace>, watche
         }
     }
 }
-
-/// A kube API on no network for tests: a GET of one of the paths given answers its object, a
-/// path ending in `/slow` never answers, any other is a 404.
-#[cfg(test)]
-pub(crate) mod fake_api {
-    use std::collections::HashMap;
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    use kube::Client;
-    use kube::client::Body;
-
-    /// A client whose API holds `objects` (JSON objects by path, such as
-    /// `/api/v1/namespaces/NAME`), and the count of requests it was sent.
-    pub(crate) fn client(objects: &[(&str, serde_json::Value)]) -> (Client, Arc<AtomicUsize>) {
-        let objects: Arc<HashMap<String, Vec<u8>>> = Arc::new(
-            objects
-                .iter()
-                .map(|(path, object)| ((*path).to_owned(), object.to_string().into_bytes()))
-                .collect(),
-        );
-        let requests = Arc::new(AtomicUsize::new(0));
-        let counted = requests.clone();
-        let service = tower::service_fn(move |request: http::Request<Body>| {
-            counted.fetch_add(1, Ordering::SeqCst);
-            let objects = objects.clone();
-            async move {
-                let path = request.uri().path().to_owned();
-                if path.ends_with("/slow") {
-                    std::future::pending::<()>().await;
-                }
-                let name = path.rsplit('/').next().unwrap_or_default();
-                let (status, body) = match objects.get(&path) {
-                    Some(object) => (200, object.clone()),
-                    None => (
-                        404,
-                        serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                            "reason": "NotFound", "code": 404,
-                            "message": format!("\"{name}\" not found")})
-                        .to_string()
-                        .into_bytes(),
-                    ),
-                };
-                Ok::<_, std::convert::Infallible>(
-                    http::Response::builder()
-                        .status(status)
-                        .header("content-type", "application/json")
-                        .body(Body::from(body))
-                        .unwrap(),
-                )
-            }
-        });
-        (Client::new(service, "default"), requests)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -442,6 +193,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::cluster::fake_api;
 
     fn namespace(name: &str, labels: &[(&str, &str)]) -> Namespace {
         Namespace {
@@ -590,31 +342,6 @@ mod tests {
                 "status": {},
             })
         );
-    }
-
-    #[test]
-    fn the_cluster_source_follows_the_flags() {
-        let file = Path::new("/etc/kubeconfig");
-        assert_eq!(
-            ClusterSource::choose(Some(file), false, true),
-            ClusterSource::Kubeconfig(file.to_owned())
-        );
-        assert_eq!(
-            ClusterSource::choose(None, false, true),
-            ClusterSource::InCluster
-        );
-        assert_eq!(ClusterSource::choose(None, true, true), ClusterSource::None);
-        assert_eq!(
-            ClusterSource::choose(None, false, false),
-            ClusterSource::None
-        );
-    }
-
-    #[tokio::test]
-    async fn a_missing_kubeconfig_is_an_error() {
-        let source = ClusterSource::Kubeconfig(PathBuf::from("/nonexistent/kubeconfig"));
-        let error = source.client().await.err().expect("no such file");
-        assert!(error.to_string().starts_with("kubeconfig: "), "{error}");
     }
 
     fn read_results(family: &Family<ResultLabels, Counter>, result: &'static str) -> u64 {

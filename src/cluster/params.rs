@@ -34,11 +34,11 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::authorization::ResultLabels;
-use crate::cluster::{READ_TIMEOUT, ReadAnswers};
+use crate::cluster::reads::{READ_TIMEOUT, ReadAnswers};
 use crate::engine::admission_policy::{param_namespace, selector_matches};
 use crate::engine::{Engine, FetchFuture, ParamLookup, ParamNeed};
+use crate::kubernetes::vocabulary::LabelSelector;
 use crate::policy::admission_policy::{ParamKind, ParamRef};
-use crate::vocabulary::LabelSelector;
 
 /// How long discovery waits before asking again for a kind the cluster does not serve (a
 /// CustomResourceDefinition may be installed later), or after discovery failed.
@@ -600,7 +600,7 @@ fn start_watch(
     reads: Family<ResultLabels, Counter>,
 ) -> KindWatch {
     let (group, version) = group_version(&kind.api_version);
-    let typed = crate::schema::builtin(&crate::admission::GroupVersionKind {
+    let typed = crate::kubernetes::schema::builtin(&crate::admission::GroupVersionKind {
         group: group.to_owned(),
         version: version.to_owned(),
         kind: kind.kind.clone(),
@@ -745,8 +745,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::kubernetes::vocabulary::LabelSelectorRequirement;
     use crate::policy::admission_policy::ParameterNotFoundAction;
-    use crate::vocabulary::LabelSelectorRequirement;
 
     fn config_map_kind() -> ParamKind {
         ParamKind {

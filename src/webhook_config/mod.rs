@@ -1,12 +1,14 @@
 //! Validating and Mutating webhook configurations for a policy set: `rules` derived from what
 //! the policies act on (nothing broader) and lockout-safe exclusions that are always on.
 
+pub mod params_rbac;
+
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 
 use crate::engine::{Endpoint, Engine, ResourceRule};
-pub use crate::vocabulary::FailurePolicy;
+pub use crate::kubernetes::vocabulary::FailurePolicy;
 
 /// Where the apiserver reaches the webhook.
 #[derive(Debug, Clone, PartialEq, Eq)]
