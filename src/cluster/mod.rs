@@ -70,7 +70,8 @@ pub enum ClusterError {
     Client(#[from] kube::Error),
 }
 /// A kube API on no network for tests: a GET of one of the paths given answers its object, a
-/// path ending in `/slow` never answers, any other is a 404.
+/// path ending in `/slow` never answers, one ending in `/forbidden` is a 403, any other is a
+/// 404.
 #[cfg(test)]
 pub(crate) mod fake_api {
     use std::collections::HashMap;
@@ -102,6 +103,14 @@ pub(crate) mod fake_api {
                 let name = path.rsplit('/').next().unwrap_or_default();
                 let (status, body) = match objects.get(&path) {
                     Some(object) => (200, object.clone()),
+                    None if name == "forbidden" => (
+                        403,
+                        serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                            "reason": "Forbidden", "code": 403,
+                            "message": "\"forbidden\" is forbidden: the fake API refuses it"})
+                        .to_string()
+                        .into_bytes(),
+                    ),
                     None => (
                         404,
                         serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",

@@ -26,7 +26,7 @@ use tokio::task::JoinHandle;
 use crate::authorization::ResultLabels;
 use crate::cluster::reads::{READ_TIMEOUT, ReadAnswers};
 use crate::engine::{
-    FetchFuture, Labels, NamespaceLabels, NamespaceLookup, namespace_object,
+    FetchFuture, Labels, NamespaceLabels, NamespaceLookup, ReadFailure, namespace_object,
     partial_namespace_object,
 };
 
@@ -107,9 +107,13 @@ impl NamespaceCache {
 
     /// Namespace `name` from the store, or else from a read of the API that is still fresh.
     fn get(&self, name: &str) -> Option<Arc<Namespace>> {
-        self.store
-            .get(&ObjectRef::new(name))
-            .or_else(|| self.fetcher.as_ref()?.answers.fresh(&name.to_owned())?)
+        self.store.get(&ObjectRef::new(name)).or_else(|| {
+            self.fetcher
+                .as_ref()?
+                .answers
+                .fresh(&name.to_owned())?
+                .ok()?
+        })
     }
 }
 
@@ -140,6 +144,16 @@ impl NamespaceLookup for NamespaceCache {
         }
     }
 
+    /// The failure of the last read of `name`, while it is fresh and the store does not hold
+    /// the namespace.
+    fn read_failure(&self, name: &str) -> Option<ReadFailure> {
+        let fetcher = self.fetcher.as_ref()?;
+        if self.store.get(&ObjectRef::new(name)).is_some() {
+            return None;
+        }
+        fetcher.answers.fresh(&name.to_owned())?.err()
+    }
+
     /// Whether `name` is neither in the store nor freshly read, with a client to read it.
     fn fetches(&self, name: &str) -> bool {
         self.fetcher.as_ref().is_some_and(|fetcher| {
@@ -161,7 +175,15 @@ impl NamespaceLookup for NamespaceCache {
                 let timeout = left.min(READ_TIMEOUT);
                 fetcher
                     .answers
-                    .read(name.to_owned(), "namespace", name, timeout, read, keep)
+                    .read(
+                        name.to_owned(),
+                        "namespace",
+                        name,
+                        &format!("/api/v1/namespaces/{name}"),
+                        timeout,
+                        read,
+                        keep,
+                    )
                     .await;
             }
         })
@@ -400,17 +422,40 @@ mod tests {
         cache.fetch("ghost", deadline()).await;
         assert_eq!(cache.labels("ghost"), None);
         assert!(!cache.fetches("ghost"));
-        // A read that does not answer ends at the deadline, and is kept as unknown.
+        assert_eq!(cache.read_failure("ghost"), None, "not found is no failure");
+        // A read that does not answer ends at the deadline, and is kept as a failure.
         cache
             .fetch("slow", Instant::now() + Duration::from_millis(50))
             .await;
         assert_eq!(cache.labels("slow"), None);
         assert!(!cache.fetches("slow"));
+        assert_eq!(
+            cache.read_failure("slow"),
+            Some(ReadFailure {
+                status: None,
+                message: "Get \"/api/v1/namespaces/slow\": context deadline exceeded".into(),
+            })
+        );
+        // A read the API refuses is a failure in its words, with its status.
+        cache.fetch("forbidden", deadline()).await;
+        assert_eq!(cache.labels("forbidden"), None);
+        assert_eq!(
+            cache.read_failure("forbidden"),
+            Some(ReadFailure {
+                status: Some((403, "Forbidden".into())),
+                message: "\"forbidden\" is forbidden: the fake API refuses it".into(),
+            })
+        );
+        assert!(!cache.fetches("forbidden"), "kept for a while");
+        // Once the watch holds it, the failure no longer counts.
+        writer.apply_watcher_event(&Event::Apply(namespace("forbidden", &[])));
+        assert_eq!(cache.read_failure("forbidden"), None);
 
-        assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 3);
+        assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 4);
         assert_eq!(read_results(&results, "found"), 1);
         assert_eq!(read_results(&results, "not_found"), 1);
         assert_eq!(read_results(&results, "timeout"), 1);
+        assert_eq!(read_results(&results, "error"), 1);
         // Without a client, nothing is read.
         assert!(!NamespaceCache::new(writer.as_reader()).fetches("other"));
     }

@@ -34,7 +34,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::authorization::ResultLabels;
-use crate::cluster::reads::{READ_TIMEOUT, ReadAnswers};
+use crate::cluster::reads::{READ_TIMEOUT, ReadAnswer, ReadAnswers};
 use crate::engine::admission_policy::{param_namespace, selector_matches};
 use crate::engine::{Engine, FetchFuture, ParamLookup, ParamNeed};
 use crate::kubernetes::vocabulary::LabelSelector;
@@ -177,8 +177,9 @@ impl KindCache {
         }
     }
 
-    /// The fresh answer of a read of `name` in `namespace`: `Some(None)` when it found nothing.
-    fn read_object(&self, namespace: &str, name: &str) -> Option<Option<Arc<Value>>> {
+    /// The fresh answer of a read of `name` in `namespace`: `Some(Ok(None))` when it found
+    /// nothing, `Some(Err(_))` when it failed.
+    fn read_object(&self, namespace: &str, name: &str) -> Option<ReadAnswer<Arc<Value>>> {
         self.read.fresh(&(namespace.to_owned(), name.to_owned()))
     }
 
@@ -203,11 +204,21 @@ impl KindCache {
         };
         let key = (namespace.to_owned(), name.to_owned());
         let keep = |object| self.param_object(object).map(|(_, _, value)| value);
+        let mut path = if resource.group.is_empty() {
+            format!("/api/{}", resource.version)
+        } else {
+            format!("/apis/{}/{}", resource.group, resource.version)
+        };
+        if !namespace.is_empty() {
+            path.push_str(&format!("/namespaces/{namespace}"));
+        }
+        path.push_str(&format!("/{}/{name}", resource.plural));
         self.read
             .read(
                 key,
                 &resource.plural,
                 name,
+                &path,
                 timeout,
                 api.get_opt(name),
                 keep,
@@ -484,12 +495,16 @@ impl ParamLookup for ClusterParams {
         let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
         let namespace = namespace.unwrap_or("");
         if let Some(name) = param_ref.name.as_deref().filter(|n| !n.is_empty()) {
-            let held = objects.get(namespace).and_then(|objects| objects.get(name));
-            return Ok(held
-                .cloned()
-                .or_else(|| cache.read_object(namespace, name)?)
-                .into_iter()
-                .collect());
+            // As the apiserver: an object that does not exist is for parameterNotFoundAction;
+            // a read that failed is the binding's configuration error.
+            if let Some(held) = objects.get(namespace).and_then(|objects| objects.get(name)) {
+                return Ok(vec![held.clone()]);
+            }
+            return match cache.read_object(namespace, name) {
+                Some(Ok(read)) => Ok(read.into_iter().collect()),
+                Some(Err(failure)) => Err(failure.message),
+                None => Ok(Vec::new()),
+            };
         }
         let Some(in_namespace) = objects.get(namespace) else {
             return Ok(Vec::new());
@@ -874,8 +889,21 @@ mod tests {
             )
             .await;
         assert!(!params.fetches(&kind, &slow, None));
-        assert_eq!(requests.load(Ordering::SeqCst), 3);
-        for result in ["found", "not_found", "timeout"] {
+        // A read that failed is not "none": it is the binding's error (the apiserver's
+        // "failed to configure binding"), in the API's words when it answered.
+        assert_eq!(
+            params.find(&kind, &slow, None).unwrap_err(),
+            "Get \"/api/v1/namespaces/default/configmaps/slow\": context deadline exceeded"
+        );
+        let forbidden = by_name("forbidden", here);
+        params.fetch(&kind, &forbidden, None, deadline()).await;
+        assert_eq!(
+            params.find(&kind, &forbidden, None).unwrap_err(),
+            "\"forbidden\" is forbidden: the fake API refuses it"
+        );
+        assert!(!params.fetches(&kind, &forbidden, None), "kept for a while");
+        assert_eq!(requests.load(Ordering::SeqCst), 4);
+        for result in ["found", "not_found", "timeout", "error"] {
             assert_eq!(
                 params.reads.get_or_create(&ResultLabels { result }).get(),
                 1,

@@ -99,13 +99,51 @@ pub struct PolicyOutcome {
 /// The HTTP status code and reason a denial is answered with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DenialStatus {
-    /// The code, as the apiserver maps the reason (401, 403, 413 or 422).
+    /// The code, as the apiserver maps the reason (401, 403, 413 or 422 for a policy's
+    /// denial; another when the request fails with an error, such as 500).
     pub code: u16,
-    /// The reason: `Unauthorized`, `Forbidden`, `RequestEntityTooLarge` or `Invalid`.
+    /// The reason: `Unauthorized`, `Forbidden`, `RequestEntityTooLarge` or `Invalid` for a
+    /// policy's denial; for an error, its Status reason (`InternalError`, `NotFound`, the
+    /// empty `Unknown` …).
     pub reason: &'static str,
 }
 
+/// The reasons of apimachinery's `metav1.StatusReason`, for statuses read from the API.
+const STATUS_REASONS: [&str; 19] = [
+    "Unauthorized",
+    "Forbidden",
+    "NotFound",
+    "AlreadyExists",
+    "Conflict",
+    "Gone",
+    "Invalid",
+    "ServerTimeout",
+    "StoreReadError",
+    "Timeout",
+    "TooManyRequests",
+    "BadRequest",
+    "MethodNotAllowed",
+    "NotAcceptable",
+    "RequestEntityTooLarge",
+    "UnsupportedMediaType",
+    "InternalError",
+    "Expired",
+    "ServiceUnavailable",
+];
+
 impl DenialStatus {
+    /// The status of an error the API answered with `code` and `reason` (a reason apimachinery
+    /// does not define is `Unknown`, the empty reason).
+    pub fn of_api(code: u16, reason: &str) -> Self {
+        DenialStatus {
+            code,
+            reason: STATUS_REASONS
+                .into_iter()
+                .find(|known| *known == reason)
+                .unwrap_or(""),
+        }
+    }
+
     /// The status for a ValidatingAdmissionPolicy validation's `reason`, as the apiserver
     /// maps it: no reason is `Invalid` (422), and so is a reason it does not know (its API
     /// refuses those when the policy is created).
@@ -182,6 +220,20 @@ impl Decision {
         if !self.warnings.contains(&text) {
             self.warnings.push(text);
         }
+    }
+
+    /// Fails the whole request with `status` and `message` alone, as the apiserver answers an
+    /// error that ends its admission chain (such as a failed read of the request's namespace
+    /// while it dispatches admission policies): what was decided before is not answered.
+    pub fn fail_request(&mut self, policy: &str, status: DenialStatus, message: String) {
+        self.violations = vec![Violation {
+            policy: policy.to_owned(),
+            rule: String::new(),
+            path: String::new(),
+            message,
+            admission_policy: true,
+        }];
+        self.denial_status = Some(status);
     }
 
     /// Whether the request is admitted.

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::namespaces::{NamespaceLookup, namespace_label};
+use super::namespaces::{NamespaceLookup, ReadFailure, namespace_label};
 use super::pod_specs::{PodSpecLocation, pod_spec_location};
 use super::resource_rules::{ResourceRule, pod_spec_resource_rules};
 use crate::admission::{AdmissionRequest, Operation};
@@ -103,8 +103,26 @@ impl SelectorMatcher {
         }
     }
 
+    /// Why the labels [`SelectorMatcher::matches_namespace`] reads could not be had: the read
+    /// of the request's namespace failed (the apiserver's namespace matcher then answers an
+    /// internal error). An empty selector reads no labels and never fails.
+    pub fn namespace_read_failure(
+        &self,
+        request: &AdmissionRequest,
+        namespaces: &dyn NamespaceLookup,
+    ) -> Option<ReadFailure> {
+        if self.selector.match_labels.is_empty() && self.selector.match_expressions.is_empty() {
+            return None;
+        }
+        match namespace_labels_of(request) {
+            NamespaceLabelsOf::Namespace(name) => namespaces.read_failure(name),
+            NamespaceLabelsOf::NotNamespaced | NamespaceLabelsOf::Object(_) => None,
+        }
+    }
+
     /// Whether [`SelectorMatcher::matches_namespace`] may be true, judged without the objects:
-    /// true when the labels are an object's.
+    /// true when the labels are an object's, or could not be read (the request is decided, and
+    /// answered with the failure).
     pub fn may_match_namespace(
         &self,
         request: &AdmissionRequest,
@@ -112,6 +130,7 @@ impl SelectorMatcher {
     ) -> bool {
         matches!(namespace_labels_of(request), NamespaceLabelsOf::Object(_))
             || self.matches_namespace(request, namespaces)
+            || self.namespace_read_failure(request, namespaces).is_some()
     }
 
     /// [`SelectorMatcher::matches`] for a selector not compiled into a matcher.
@@ -290,21 +309,6 @@ impl Matcher {
         false
     }
 
-    /// Whether the `namespaces` globs let a namespaced request's namespace through and the
-    /// `namespaceSelector` matches its labels (a Namespace's own, as the apiserver reads
-    /// them: [`namespace_labels_of`]).
-    fn namespace_matches(
-        &self,
-        request: &AdmissionRequest,
-        namespaces: &dyn NamespaceLookup,
-    ) -> bool {
-        self.namespace_name_allowed(request)
-            && self
-                .namespace_selector
-                .as_ref()
-                .is_none_or(|selector| selector.matches_namespace(request, namespaces))
-    }
-
     /// Whether the `namespaces` globs let the request's namespace through (a cluster-scoped
     /// request has none, and they do not apply).
     fn namespace_name_allowed(&self, request: &AdmissionRequest) -> bool {
@@ -361,27 +365,49 @@ impl Matcher {
         request: &AdmissionRequest,
         namespaces: &dyn NamespaceLookup,
     ) -> Option<MatchedView> {
+        self.matches_unless_unreadable(request, namespaces)
+            .ok()
+            .flatten()
+    }
+
+    /// [`Matcher::matches`], except that when everything else matches and the namespace labels
+    /// its `namespaceSelector` reads could not be read, that read's failure.
+    pub fn matches_unless_unreadable(
+        &self,
+        request: &AdmissionRequest,
+        namespaces: &dyn NamespaceLookup,
+    ) -> Result<Option<MatchedView>, ReadFailure> {
         if !self.operations.contains(&request.operation) {
-            return None;
+            return Ok(None);
         }
         let view = if self.resource_matches(request) {
             MatchedView::Object
         } else if self.pod_templates && self.matches_pods() {
-            let location = pod_spec_location(request)?;
+            let Some(location) = pod_spec_location(request) else {
+                return Ok(None);
+            };
             if location.path.len() == 1 {
-                return None;
+                return Ok(None);
             }
             MatchedView::PodTemplate(location)
         } else {
-            return None;
+            return Ok(None);
         };
         if self.requester_excluded(request)
-            || !self.namespace_matches(request, namespaces)
+            || !self.namespace_name_allowed(request)
             || !self.object_matches(request, view)
         {
-            return None;
+            return Ok(None);
         }
-        Some(view)
+        let Some(selector) = &self.namespace_selector else {
+            return Ok(Some(view));
+        };
+        if let Some(failure) = selector.namespace_read_failure(request, namespaces) {
+            return Err(failure);
+        }
+        Ok(selector
+            .matches_namespace(request, namespaces)
+            .then_some(view))
     }
 
     /// What a webhook must register for this match block.

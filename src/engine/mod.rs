@@ -31,8 +31,8 @@ pub use crate::kubernetes::vocabulary::Action;
 pub use admission_policy::{ExpressionWarning, ParamLookup, ParamNeed};
 pub use decision::{Decision, DenialStatus, PolicyOutcome, Violation, audit_annotation_key};
 pub use namespaces::{
-    FetchFuture, Labels, NamespaceLabels, NamespaceLookup, NoNamespaces, StaticNamespaces,
-    namespace_object, partial_namespace_object,
+    FetchFuture, Labels, NamespaceLabels, NamespaceLookup, NoNamespaces, ReadFailure,
+    StaticNamespaces, namespace_object, partial_namespace_object,
 };
 pub use native::CompiledPolicy;
 pub use pod_specs::{CONTAINER_LISTS, PodSpecLocation, pod_spec, pod_spec_location};
@@ -146,6 +146,15 @@ pub enum EvalError {
     /// refused it: a rule reading its fields would read the wrong types.
     #[error("{0}")]
     Undecodable(String),
+    /// A native policy would apply, but the request's namespace, whose labels or object it
+    /// needs, could not be read from the cluster (not: does not exist).
+    #[error("namespace {namespace:?} could not be read: {message}")]
+    NamespaceUnreadable {
+        /// The namespace.
+        namespace: String,
+        /// Why: the failed read's Status message or client error.
+        message: String,
+    },
 }
 
 /// Checks what the apiserver guarantees of an object it sends: `apiVersion` and `kind` are the
@@ -387,7 +396,7 @@ impl Engine {
                     if past_deadline() {
                         return Err(EvalError::DeadlineExceeded);
                     }
-                    policy.validate(request, context.namespaces, &cel, &mut decision);
+                    policy.validate(request, context.namespaces, &cel, &mut decision)?;
                 }
                 for admission in &self.pod_security {
                     if past_deadline() {
@@ -415,7 +424,7 @@ impl Engine {
                     if past_deadline() {
                         return Err(EvalError::DeadlineExceeded);
                     }
-                    policy.apply_defaults(request, context.namespaces, &cel, &mut editor);
+                    policy.apply_defaults(request, context.namespaces, &cel, &mut editor)?;
                 }
                 if self.admission_policies.mutates() {
                     if past_deadline() {

@@ -41,6 +41,12 @@ pub trait NamespaceLookup: Send + Sync {
         partial_namespace_object(name, self.labels_or_default(name))
     }
 
+    /// Why namespace `name` could not be had, when the lookup does not hold it and the last read
+    /// of it failed (not when it does not exist). By default, never.
+    fn read_failure(&self, _name: &str) -> Option<ReadFailure> {
+        None
+    }
+
     /// Whether namespace `name` is one the lookup does not hold but could get
     /// ([`NamespaceLookup::fetch`]): a namespace the cluster's watch has not delivered yet.
     /// By default, false.
@@ -54,6 +60,19 @@ pub trait NamespaceLookup: Send + Sync {
     fn fetch<'a>(&'a self, _name: &'a str, _deadline: Instant) -> FetchFuture<'a> {
         Box::pin(std::future::ready(()))
     }
+}
+
+/// Why an object a rule needs from the cluster (a namespace, a parameter object) could not be
+/// had: the read failed, which is not the same as finding that it does not exist. Answered as
+/// the apiserver answers when its own read fails (see docs/params.md and docs/serving.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadFailure {
+    /// The code and reason of the API's Status when the API answered with one (`403
+    /// Forbidden`, `500 InternalError` …); `None` when it could not be reached or did not
+    /// answer in time.
+    pub status: Option<(u16, String)>,
+    /// What the failed read says: the Status's message, or the client's error.
+    pub message: String,
 }
 
 /// What [`NamespaceLookup::fetch`] returns.

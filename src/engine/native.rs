@@ -10,7 +10,7 @@ use super::rules::{
     CompiledDefault, ContainerResourceRule, FamilyValidation, Finding, HostRule, ImageRule,
     ProbeRule, RequiredMetadataRule, View, attribute, parse_field_path,
 };
-use super::{Action, Decision, Endpoint, NamespaceLookup, ResourceRule};
+use super::{Action, Decision, Endpoint, EvalError, NamespaceLookup, ReadFailure, ResourceRule};
 use crate::admission::{AdmissionRequest, Operation};
 use crate::patch::ObjectEditor;
 use crate::policy::{DocumentSource, Policy, PolicyError};
@@ -214,18 +214,22 @@ impl CompiledPolicy {
         namespaces: &dyn NamespaceLookup,
         cel: &CelInputCell<'r>,
         decision: &mut Decision,
-    ) {
+    ) -> Result<(), EvalError> {
         if self.validations.is_empty() {
-            return;
+            return Ok(());
         }
-        let Some(matched) = self.matcher.matches(request, namespaces) else {
-            return;
+        let reads_namespace_object = self
+            .validations
+            .iter()
+            .any(|rule| matches!(rule.rule, NativeValidation::Cel(_)));
+        let Some(matched) = self.matches(request, namespaces, reads_namespace_object)? else {
+            return Ok(());
         };
         let Some(object) = request.subject() else {
-            return;
+            return Ok(());
         };
         let Some(view) = View::new(request, object, matched) else {
-            return;
+            return Ok(());
         };
         let started = std::time::Instant::now();
         let mut findings: Vec<Finding> = Vec::new();
@@ -272,6 +276,36 @@ impl CompiledPolicy {
         decision
             .timings
             .push((self.name.clone(), started.elapsed()));
+        Ok(())
+    }
+
+    /// How the policy applies to `request` (`None`: it does not), or, when it would apply but
+    /// the request's namespace, which its `namespaceSelector` (or, with
+    /// `reads_namespace_object`, its CEL rules' `namespaceObject`) needs, could not be read,
+    /// the evaluation error that the server answers with `--on-error`.
+    fn matches(
+        &self,
+        request: &AdmissionRequest,
+        namespaces: &dyn NamespaceLookup,
+        reads_namespace_object: bool,
+    ) -> Result<Option<MatchedView>, EvalError> {
+        let namespace = request.namespace.as_deref().unwrap_or("");
+        let unreadable = |failure: ReadFailure| EvalError::NamespaceUnreadable {
+            namespace: namespace.to_owned(),
+            message: failure.message,
+        };
+        let matched = self
+            .matcher
+            .matches_unless_unreadable(request, namespaces)
+            .map_err(unreadable)?;
+        if matched.is_some()
+            && reads_namespace_object
+            && !namespace.is_empty()
+            && let Some(failure) = namespaces.read_failure(namespace)
+        {
+            return Err(unreadable(failure));
+        }
+        Ok(matched)
     }
 
     /// Applies the defaulting rules, in order, when the policy matches.
@@ -281,12 +315,16 @@ impl CompiledPolicy {
         namespaces: &dyn NamespaceLookup,
         cel: &CelInputCell<'r>,
         editor: &mut ObjectEditor<'_>,
-    ) {
+    ) -> Result<(), EvalError> {
         if self.defaults.is_empty() {
-            return;
+            return Ok(());
         }
-        let Some(matched) = self.matcher.matches(request, namespaces) else {
-            return;
+        let reads_namespace_object = self
+            .defaults
+            .iter()
+            .any(|rule| matches!(rule, NativeDefault::Cel(_)));
+        let Some(matched) = self.matches(request, namespaces, reads_namespace_object)? else {
+            return Ok(());
         };
         let base = match matched {
             MatchedView::Object => Vec::new(),
@@ -315,6 +353,7 @@ impl CompiledPolicy {
                 }
             }
         }
+        Ok(())
     }
 
     /// What a webhook must register for `endpoint`.

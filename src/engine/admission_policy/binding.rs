@@ -12,8 +12,8 @@ use super::resource_match::ResourceMatcher;
 use super::scope::Scope;
 use super::variables::Variables;
 use crate::admission::AdmissionRequest;
-use crate::engine::NamespaceLookup;
 use crate::engine::cel_input::{CelInput, CelInputCell};
+use crate::engine::{NamespaceLookup, ReadFailure};
 use crate::policy::PolicyError;
 use crate::policy::admission_policy::{
     MatchResources, ParamKind, ParamRef, ParameterNotFoundAction,
@@ -49,6 +49,18 @@ impl BindingCore {
         self.matcher
             .as_ref()
             .is_none_or(|matcher| matcher.matches(request, namespaces))
+    }
+
+    /// [`BindingCore::matches`], or the failure to read the namespace labels its
+    /// `namespaceSelector` needs ([`ResourceMatcher::matches_unless_unreadable`]).
+    fn matches_unless_unreadable(
+        &self,
+        request: &AdmissionRequest,
+        namespaces: &dyn NamespaceLookup,
+    ) -> Result<bool, ReadFailure> {
+        self.matcher.as_ref().map_or(Ok(true), |matcher| {
+            matcher.matches_unless_unreadable(request, namespaces)
+        })
     }
 
     /// The parameter objects to evaluate with: `None` without `paramKind` or `paramRef` (one
@@ -91,6 +103,42 @@ pub(super) struct ParamSources<'a> {
     /// Whether an object without `apiVersion` and `kind` (a typed object from the cluster)
     /// gets the paramKind's: the apiserver does so for ValidatingAdmissionPolicies only.
     pub(super) fill_type_meta: bool,
+    /// Whether the request's namespace is got for every matching binding whose params were
+    /// found, even none (ValidatingAdmissionPolicies), rather than once there is something to
+    /// evaluate (MutatingAdmissionPolicies): where a failure to read it fails the request.
+    pub(super) namespace_per_binding: bool,
+}
+
+/// Why [`PolicyCore::dispatch`] visited no binding of a policy whose matchConstraints match.
+#[derive(Debug)]
+pub(super) enum Undispatched {
+    /// The policy cannot be configured (the apiserver's "failed to configure policy" error:
+    /// its paramKind's resource is unknown, or the namespace labels of its matchConstraints
+    /// could not be read), answered through its failurePolicy.
+    Policy(String),
+    /// The request's namespace, which every evaluation of a namespaced request is given as
+    /// `namespaceObject`, could not be read: the apiserver fails the whole request with the
+    /// read's error, whatever the failurePolicy.
+    NamespaceUnreadable(ReadFailure),
+}
+
+/// The words of the apiserver's `NewInternalError` around the failure of a namespace read.
+fn internal_error(failure: &ReadFailure) -> String {
+    format!("Internal error occurred: {}", failure.message)
+}
+
+/// The failure to read the namespace of `request`, which the apiserver gets for its
+/// policies' `namespaceObject` (none for a cluster-scoped request or a Namespace itself).
+fn namespace_object_failure(
+    request: &AdmissionRequest,
+    namespaces: &dyn NamespaceLookup,
+) -> Option<ReadFailure> {
+    let kind = &request.kind;
+    if kind.group.is_empty() && kind.version == "v1" && kind.kind == "Namespace" {
+        return None;
+    }
+    let namespace = request.namespace.as_deref().filter(|n| !n.is_empty())?;
+    namespaces.read_failure(namespace)
 }
 
 /// `param` with the paramKind's `apiVersion` and `kind` when it has neither (copied then).
@@ -199,12 +247,11 @@ impl PolicyCore {
 
     /// The binding dispatch both policy kinds share. When the policy's matchConstraints match
     /// `request`, each binding whose matchResources match is visited once per parameter object
-    /// its paramRef finds, or once with the error when they cannot be found. Returns when the
-    /// policy began, when it and a binding matched (`None` otherwise: such a policy
-    /// evaluated nothing, and a policy whose constraints do not match reads no clock), or,
-    /// for a matching policy whose paramKind the cluster does not serve, the policy's
-    /// configuration error (no binding is visited). The CEL input is built on the first visit
-    /// and kept for the request.
+    /// its paramRef finds, or once with the error when they cannot be found (or its
+    /// namespace labels could not be read). Returns when the policy began, when it and a
+    /// binding matched (`None` otherwise: such a policy evaluated nothing, and a policy whose
+    /// constraints do not match reads no clock), or why no binding was visited
+    /// ([`Undispatched`]). The CEL input is built on the first visit and kept for the request.
     pub(super) fn dispatch<'a, 'r, B: Bound>(
         &'a self,
         bindings: &'a [B],
@@ -213,21 +260,43 @@ impl PolicyCore {
         namespaces: &dyn NamespaceLookup,
         cel: &'a CelInputCell<'r>,
         mut visit: impl FnMut(&'a B, Result<Evaluation<'_, 'r>, String>),
-    ) -> Result<Option<Instant>, String> {
-        if bindings.is_empty() || !self.constraints.matches(request, namespaces) {
+    ) -> Result<Option<Instant>, Undispatched> {
+        if bindings.is_empty() {
             return Ok(None);
+        }
+        match self
+            .constraints
+            .matches_unless_unreadable(request, namespaces)
+        {
+            Ok(true) => {}
+            Ok(false) => return Ok(None),
+            Err(failure) => {
+                return Err(Undispatched::Policy(format!(
+                    "failed to configure policy: {}",
+                    internal_error(&failure)
+                )));
+            }
         }
         let started = Instant::now();
         if let (Some(kind), Some(cluster)) = (&self.param_kind, params.cluster)
             && let Some(error) = cluster.kind_error(kind)
         {
-            return Err(format!("failed to configure policy: {error}"));
+            return Err(Undispatched::Policy(format!(
+                "failed to configure policy: {error}"
+            )));
         }
         let mut bound_any = false;
         for bound in bindings {
             let binding = bound.binding();
-            if !binding.matches(request, namespaces) {
-                continue;
+            match binding.matches_unless_unreadable(request, namespaces) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(failure) => {
+                    bound_any = true;
+                    let error = internal_error(&failure);
+                    visit(bound, Err(format!("failed to configure binding: {error}")));
+                    continue;
+                }
             }
             bound_any = true;
             let found = match binding.params(self, params, request) {
@@ -237,6 +306,11 @@ impl PolicyCore {
                     continue;
                 }
             };
+            if (params.namespace_per_binding || found.as_ref().is_none_or(|f| !f.is_empty()))
+                && let Some(failure) = namespace_object_failure(request, namespaces)
+            {
+                return Err(Undispatched::NamespaceUnreadable(failure));
+            }
             let input = cel.get(request);
             let Some(found) = found else {
                 let evaluation = Evaluation {

@@ -9,7 +9,7 @@ use serde_json::Value as Json;
 
 use super::AdmissionPolicies;
 use super::apply_configuration::{convert_from_unstructured, merge_apply_configuration_with};
-use super::binding::{BindingCore, ParamSources};
+use super::binding::{BindingCore, ParamSources, Undispatched};
 use super::field_validation::{BINDING_ORDER, FieldErrors, MUTATING_ORDER};
 use super::params::ParamLookup;
 use super::policy_core::PolicyCore;
@@ -338,6 +338,7 @@ fn run_policy(
             files: &set.params,
             cluster: cluster_params,
             fill_type_meta: false,
+            namespace_per_binding: false,
         },
         request,
         namespaces,
@@ -461,7 +462,30 @@ fn run_policy(
     // A policy that could not be configured evaluated nothing: it took no time.
     let took = match matched {
         Ok(started) => started.map(|started| started.elapsed()),
-        Err(error) => {
+        Err(Undispatched::NamespaceUnreadable(failure)) => {
+            // The apiserver's mutating dispatcher returns a Status the read gave as it is, and
+            // any other failure as the namespace not found; the request fails with it alone,
+            // whatever the failurePolicy.
+            decision.outcomes.push(PolicyOutcome {
+                kind: "MutatingAdmissionPolicy",
+                policy: name.clone(),
+                binding: None,
+                action: "Mutate",
+                result: "error",
+            });
+            let namespace = request.namespace.as_deref().unwrap_or("");
+            let (status, message) = match failure.status {
+                Some((code, reason)) => (DenialStatus::of_api(code, &reason), failure.message),
+                None => (
+                    DenialStatus::of_api(404, "NotFound"),
+                    format!("namespaces {namespace:?} not found"),
+                ),
+            };
+            decision.fail_request(name, status, message);
+            mutated.failed = true;
+            Some(Duration::ZERO)
+        }
+        Err(Undispatched::Policy(error)) => {
             // A policy that cannot be configured: the apiserver's generic policy error.
             decision.outcomes.push(PolicyOutcome {
                 kind: "MutatingAdmissionPolicy",

@@ -4,7 +4,7 @@
 
 use crate::admission::{AdmissionRequest, GroupVersionResource, Operation};
 use crate::engine::matching::{SelectorMatcher, same_text};
-use crate::engine::{NamespaceLookup, ResourceRule};
+use crate::engine::{NamespaceLookup, ReadFailure, ResourceRule};
 use crate::policy::admission_policy::{MatchPolicy, MatchResources, NamedRule};
 
 /// A compiled `MatchResources`.
@@ -235,6 +235,28 @@ impl ResourceMatcher {
             && self.object_matches(request)
             && !self.any_rule(&self.exclude, request)
             && (self.include.is_empty() || self.any_rule(&self.include, request))
+    }
+
+    /// [`ResourceMatcher::matches`] in the apiserver's order, which reports a failure to read
+    /// the namespace's labels only for a request everything else matches: the
+    /// `namespaceSelector` (when it does not match, nothing else is asked), the
+    /// `objectSelector`, the excluded and the included rules, then the failure.
+    pub fn matches_unless_unreadable(
+        &self,
+        request: &AdmissionRequest,
+        namespaces: &dyn NamespaceLookup,
+    ) -> Result<bool, ReadFailure> {
+        let failure = self
+            .namespace_selector
+            .as_ref()
+            .and_then(|selector| selector.namespace_read_failure(request, namespaces));
+        if failure.is_none() && !self.namespace_matches(request, namespaces) {
+            return Ok(false);
+        }
+        if !self.object_matches(request) || !self.matches_resource(request) {
+            return Ok(false);
+        }
+        failure.map_or(Ok(true), Err)
     }
 
     /// Whether the request's resource and operation are matched, whatever the namespace and

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::AdmissionPolicies;
-use super::binding::{BindingCore, Bound, ParamSources};
+use super::binding::{BindingCore, Bound, ParamSources, Undispatched};
 use super::field_validation::{
     BINDING_ORDER, FieldErrors, MAX_VALUE_EXPRESSION_BYTES, VALIDATING_ORDER,
 };
@@ -407,6 +407,7 @@ pub fn validate<'r>(
                 files: &set.params,
                 cluster: cluster_params,
                 fill_type_meta: true,
+                namespace_per_binding: true,
             },
             request,
             namespaces,
@@ -483,9 +484,21 @@ pub fn validate<'r>(
         // A policy that could not be configured evaluated nothing: it took no time.
         let took = match matched {
             Ok(started) => started.map(|started| started.elapsed()),
-            Err(error) => {
+            Err(Undispatched::Policy(error)) => {
                 deny_policy(policy, error, fail, decision);
                 Some(Duration::ZERO)
+            }
+            Err(Undispatched::NamespaceUnreadable(failure)) => {
+                // The apiserver returns the read's error from its dispatcher: the request
+                // fails with it alone (a Status as the API gave it, else a 500 of reason
+                // Unknown), whatever the failurePolicy.
+                let status = match &failure.status {
+                    Some((code, reason)) => DenialStatus::of_api(*code, reason),
+                    None => DenialStatus::of_api(500, ""),
+                };
+                record_policy_error(policy, decision);
+                decision.fail_request(name, status, failure.message);
+                return;
             }
         };
         if let Some(took) = took {
@@ -500,17 +513,23 @@ pub fn validate<'r>(
     }
 }
 
-/// A policy that cannot be configured (its paramKind's resource is unknown): counted as an
-/// error, and the request refused under `failurePolicy: Fail`.
-fn deny_policy(policy: &ValidatingPolicy, error: String, fail: bool, decision: &mut Decision) {
-    let name = &policy.core.name;
+/// Counts a policy that evaluated nothing for an error of its own.
+fn record_policy_error(policy: &ValidatingPolicy, decision: &mut Decision) {
     decision.outcomes.push(PolicyOutcome {
         kind: "ValidatingAdmissionPolicy",
-        policy: name.clone(),
+        policy: policy.core.name.clone(),
         binding: None,
         action: "Deny",
         result: "error",
     });
+}
+
+/// A policy that cannot be configured (its paramKind's resource is unknown, its
+/// matchConstraints' namespace labels could not be read): counted as an error, and the
+/// request refused under `failurePolicy: Fail`.
+fn deny_policy(policy: &ValidatingPolicy, error: String, fail: bool, decision: &mut Decision) {
+    let name = &policy.core.name;
+    record_policy_error(policy, decision);
     if !fail {
         return;
     }

@@ -40,10 +40,13 @@
 //! - When a Namespace UPDATE tightens the enforce level, upstream lists the namespace's pods and
 //!   warns about those that would violate it. There is no pod lister here, so that warning is
 //!   not given (the exempt-namespace warning on that path is).
-//! - Upstream refuses a Pod request it cannot decode, or whose namespace it cannot fetch. Here
+//! - Upstream refuses a Pod request it cannot decode, or whose namespace does not exist. Here
 //!   the apiserver has decoded the object already, an unknown namespace (the lookup answers
 //!   `None`) is evaluated with the defaults, and a pod subresource that upstream does not
-//!   ignore but whose kind is not `Pod` is left alone rather than refused.
+//!   ignore but whose kind is not `Pod` is left alone rather than refused. A namespace whose
+//!   read failed ([`NamespaceLookup::read_failure`]) is answered as upstream answers it: a Pod
+//!   is refused with a 500 InternalError, a workload admitted; both carry the `error` audit
+//!   annotation.
 
 use std::collections::HashSet;
 use std::fmt::{self, Write as _};
@@ -58,7 +61,10 @@ use super::templates::{
 use super::text::go_quote;
 use super::{CheckFailure, Level, LevelVersion, Version, check_pod, violation_message};
 use crate::admission::{AdmissionRequest, Operation};
-use crate::engine::{Decision, Labels, NamespaceLookup, PolicyOutcome, ResourceRule, Violation};
+use crate::engine::{
+    Decision, DenialStatus, Labels, NamespaceLookup, PolicyOutcome, ReadFailure, ResourceRule,
+    Violation,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Labels, annotations and messages
@@ -127,6 +133,8 @@ enum ControllerPolicy {
     Exempt(&'static str),
     /// Warn and audit are both privileged: nothing is checked or recorded.
     Unchecked,
+    /// The namespace could not be read: upstream admits, with the error annotated.
+    Unreadable(ReadFailure),
     /// The pod template is checked against the policy (with its label errors).
     Checked(NamespacePolicy, Vec<LabelError>),
 }
@@ -581,6 +589,33 @@ impl PodSecurityAdmission {
             annotate(decision, EXEMPT_ANNOTATION, "user".into());
             return;
         }
+        if let Some(failure) = namespaces.read_failure(namespace) {
+            // Upstream's errorResponse: refused with an internal error that names the
+            // namespace, and the read's error in the `error` audit annotation.
+            let status = format!(
+                "Internal error occurred: failed to lookup namespace {}",
+                go_quote(namespace)
+            );
+            annotate(
+                decision,
+                ERROR_ANNOTATION,
+                format!("{status}: {}", failure.message),
+            );
+            if decision.violations.is_empty() {
+                decision.denial_status = Some(DenialStatus {
+                    code: 500,
+                    reason: "InternalError",
+                });
+            }
+            decision.violations.push(Violation {
+                policy: POLICY.into(),
+                rule: "enforce".into(),
+                path: String::new(),
+                message: status,
+                admission_policy: false,
+            });
+            return;
+        }
         let labels = namespaces.labels_ref(namespace);
         let (policy, errors) = self.resolve_policy(|key| labels.as_ref()?.get(key));
         if errors.is_empty() && policy.fully_privileged() {
@@ -622,6 +657,19 @@ impl PodSecurityAdmission {
                 return;
             }
             ControllerPolicy::Unchecked => return,
+            ControllerPolicy::Unreadable(failure) => {
+                let namespace = request.namespace.as_deref().unwrap_or("");
+                annotate(
+                    decision,
+                    ERROR_ANNOTATION,
+                    format!(
+                        "failed to lookup namespace {}: {}",
+                        go_quote(namespace),
+                        failure.message
+                    ),
+                );
+                return;
+            }
             ControllerPolicy::Checked(policy, errors) => (policy, errors),
         };
         let Some((metadata, spec)) = request
@@ -646,6 +694,9 @@ impl PodSecurityAdmission {
         }
         if self.exempt_user(&request.user_info.username) {
             return ControllerPolicy::Exempt("user");
+        }
+        if let Some(failure) = namespaces.read_failure(namespace) {
+            return ControllerPolicy::Unreadable(failure);
         }
         let labels = namespaces.labels_ref(namespace);
         let (policy, errors) = self.resolve_policy(|key| labels.as_ref()?.get(key));
