@@ -4,7 +4,7 @@
 //! one without labels. The cluster here is a loopback port nothing listens on (connection
 //! refused), as for `serve --kubeconfig` pointing at an apiserver that is down; and, with the
 //! e2e control plane (PORTCULLIS_E2E_BIN), a real kube-apiserver whose RBAC forbids
-//! Portcullis's ServiceAccount to get namespaces.
+//! Portcullis's ServiceAccount to get namespaces, or (listing them allowed) parameter objects.
 
 mod common;
 
@@ -14,6 +14,7 @@ use std::sync::Arc;
 use common::control_plane::{ControlPlane, e2e_bin};
 use common::{body_bytes, fixture, post_json, read_fixture};
 use portcullis::cluster::NamespaceCache;
+use portcullis::cluster::params::ClusterParams;
 use portcullis::commands::load_engine;
 use portcullis::engine::NamespaceLookup;
 use portcullis::engine::pod_security::ERROR_ANNOTATION;
@@ -239,5 +240,72 @@ async fn a_read_the_apiservers_rbac_forbids_is_answered_in_its_words() {
     assert_eq!(
         response["auditAnnotations"][ERROR_ANNOTATION],
         format!("Internal error occurred: failed to lookup namespace \"shop\": {forbidden}")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_param_read_the_apiservers_rbac_forbids_is_the_bindings_error() {
+    let Some(bin) = e2e_bin() else { return };
+    let cluster = ControlPlane::start(&bin);
+    cluster.kubectl_ok(&["create", "namespace", "shop"]);
+    // Namespaces as manifests/base grants them; ConfigMaps in shop listed and watched, never got.
+    let rbac = format!("{}/manifests/base/rbac.yaml", env!("CARGO_MANIFEST_DIR"));
+    cluster.kubectl_ok(&["apply", "-f", &rbac]);
+    cluster.kubectl_ok(&[
+        "create",
+        "role",
+        "list-config-maps",
+        "-n",
+        "shop",
+        "--verb=list,watch",
+        "--resource=configmaps",
+    ]);
+    cluster.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "list-config-maps",
+        "-n",
+        "shop",
+        "--role=list-config-maps",
+        "--serviceaccount=portcullis:portcullis",
+    ]);
+    let client = service_account_client(&cluster).await;
+    let engine = load_engine(&[fixture("cluster-read-failures/params-fail.yaml")]).unwrap();
+    let mut state = AppState::new(engine, RequestSettings::default());
+    let (params, params_task) = ClusterParams::spawn(
+        client.clone(),
+        state.engine.clone(),
+        Arc::new(tokio::sync::Notify::new()),
+        state.metrics.param_reads.clone(),
+    );
+    let (namespaces, namespaces_task) =
+        NamespaceCache::spawn(client, state.metrics.namespace_reads.clone());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while params.readiness().is_err() || !namespaces.is_synced() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not listed: {:?}",
+            params.readiness()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    state.namespaces = Arc::new(namespaces);
+    state.params = Some(Arc::new(params));
+
+    let body = read_fixture("cluster-read-failures/pod-create.json");
+    let response = webhook_router(state)
+        .oneshot(post_json("/validate", body))
+        .await
+        .unwrap();
+    let review: Value = serde_json::from_slice(&body_bytes(response).await).unwrap();
+    params_task.abort();
+    namespaces_task.abort();
+    assert_eq!(review["response"]["allowed"], false, "{review}");
+    assert_eq!(
+        review["response"]["status"]["message"],
+        "ValidatingAdmissionPolicy 'limits' with binding 'limits' denied request: failed to \
+         configure binding: configmaps \"limits\" is forbidden: User \
+         \"system:serviceaccount:portcullis:portcullis\" cannot get resource \"configmaps\" in \
+         API group \"\" in the namespace \"shop\""
     );
 }
