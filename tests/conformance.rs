@@ -15,6 +15,8 @@
 mod common;
 #[path = "conformance/compare.rs"]
 mod compare;
+#[path = "conformance/counts.rs"]
+mod counts;
 #[path = "conformance/fixtures.rs"]
 mod fixtures;
 #[path = "conformance/grammar.rs"]
@@ -45,6 +47,8 @@ struct Totals {
     refused_policies: usize,
     agreed_objects: usize,
     divergent_cases: BTreeMap<&'static str, usize>,
+    /// Per order-dependent class, the answers the apiserver's order of policies can change.
+    order_sensitive: BTreeMap<&'static str, usize>,
     examples: BTreeMap<&'static str, Vec<Value>>,
     started: Instant,
 }
@@ -82,6 +86,7 @@ fn generated_policies_agree_with_the_apiserver() {
         refused_policies: 0,
         agreed_objects: 0,
         divergent_cases: BTreeMap::new(),
+        order_sensitive: BTreeMap::new(),
         examples: BTreeMap::new(),
         started: Instant::now(),
     };
@@ -111,15 +116,33 @@ fn generated_policies_agree_with_the_apiserver() {
             run_round(&harness, &mut rng, kind, round_id, &mut totals);
         }
     }
-    report(&totals, &seeds);
+    // The CI seed set is compared with the recorded counts; other runs only print theirs.
+    let ci = seeds == CI_SEEDS && cases == CI_CASES;
+    let recorded = ci.then(counts::load);
+    report(&totals, &seeds, recorded.as_ref());
+    let mut failures = Vec::new();
     let new = totals.divergent_cases.get(NEW).copied().unwrap_or(0);
-    assert_eq!(
-        new, 0,
-        "{new} divergences of no known class (examples above, and in target/conformance/)"
-    );
+    if new > 0 {
+        failures.push(format!(
+            "{new} divergences of no known class (examples above; all of them in \
+             target/tmp/conformance/divergences.json)"
+        ));
+    }
+    if let Some(recorded) = &recorded {
+        failures.extend(counts::validate(recorded, &CI_SEEDS, CI_CASES));
+        failures.extend(counts::check(
+            recorded,
+            &counts::Observed {
+                counts: &totals.divergent_cases,
+                order_sensitive: &totals.order_sensitive,
+                examples: &totals.examples,
+            },
+        ));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-fn report(totals: &Totals, seeds: &[u64]) {
+fn report(totals: &Totals, seeds: &[u64], recorded: Option<&counts::Recorded>) {
     let divergent: usize = totals.divergent_cases.values().sum();
     eprintln!(
         "conformance: seeds {seeds:?}: {} cases over {} objects in {} rounds, {:.0?}",
@@ -138,15 +161,44 @@ fn report(totals: &Totals, seeds: &[u64]) {
         totals.agreed_objects,
         totals.objects
     );
-    for (class, count) in &totals.divergent_cases {
-        let known = KNOWN
-            .iter()
-            .chain(compare::KNOWN_REFUSALS)
-            .find(|k| k.class == *class);
-        let note = known.map_or("NOT KNOWN: minimise, fix or document it".to_owned(), |k| {
-            format!("known ({}): {}", k.issue, k.reason)
-        });
-        eprintln!("conformance:   {class}: {count}  [{note}]");
+    let known = KNOWN.iter().chain(compare::KNOWN_REFUSALS);
+    let classes: std::collections::BTreeSet<&str> = known
+        .clone()
+        .map(|k| k.class)
+        .chain(totals.divergent_cases.keys().copied())
+        .collect();
+    for class in classes {
+        let count = totals.divergent_cases.get(class).copied().unwrap_or(0);
+        let record = match recorded.and_then(|r| r.classes.get(class)) {
+            Some(counts::Class { count: Some(n), .. }) => format!(", recorded {n}"),
+            Some(counts::Class {
+                min: Some(min),
+                max: Some(max),
+                ..
+            }) => format!(", recorded {min}..={max}"),
+            _ if recorded.is_some() => ", not recorded".to_owned(),
+            _ => String::new(),
+        };
+        let sensitive = match totals.order_sensitive.get(class) {
+            Some(n) if compare::ORDER_DEPENDENT.contains(&class) => {
+                format!("; {n} answers the order of policies can change")
+            }
+            None if compare::ORDER_DEPENDENT.contains(&class) => {
+                "; 0 answers the order of policies can change".to_owned()
+            }
+            _ => String::new(),
+        };
+        let note = known.clone().find(|k| k.class == class).map_or(
+            "NOT KNOWN: minimise, fix or document it".to_owned(),
+            |k| {
+                if count > 0 {
+                    format!("known ({}): {}", k.issue, k.reason)
+                } else {
+                    format!("known ({})", k.issue)
+                }
+            },
+        );
+        eprintln!("conformance:   {class}: {count}{record}{sensitive}  [{note}]");
     }
     let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("conformance");
     std::fs::create_dir_all(&out).unwrap();
@@ -157,13 +209,12 @@ fn report(totals: &Totals, seeds: &[u64]) {
     )
     .unwrap();
     eprintln!("conformance: examples of each class in {}", path.display());
-    if let Some(examples) = totals.examples.get(NEW) {
-        for example in examples.iter().take(8) {
-            eprintln!(
-                "conformance: NEW divergence:\n{}",
-                serde_json::to_string_pretty(example).unwrap()
-            );
-        }
+    if totals.divergent_cases.contains_key(NEW) {
+        // The divergent texts only: the objects and policies are in divergences.json.
+        eprintln!(
+            "conformance: NEW divergences (first 8 shapes):\n{}",
+            counts::examples(totals.examples.get(NEW), 8)
+        );
     }
 }
 
@@ -370,8 +421,9 @@ fn run_round(harness: &Harness<'_>, rng: &mut Rng, kind: Kind, round: u64, total
                 plain_warnings.push(warnings);
                 assert!(
                     (200..300).contains(&status),
-                    "generated object refused without policies: {body}\n{}",
-                    case.object
+                    "generated object {} refused without policies: {status} {}",
+                    case.object["metadata"]["name"],
+                    body["message"]
                 );
                 body
             },
@@ -445,7 +497,7 @@ fn run_round(harness: &Harness<'_>, rng: &mut Rng, kind: Kind, round: u64, total
             record(
                 totals,
                 &Divergence {
-                    class: compare::classify("", &message),
+                    class: NEW,
                     what: "policies refused by check",
                     apiserver: Some("created".into()),
                     portcullis: Some(message),
@@ -460,14 +512,19 @@ fn run_round(harness: &Harness<'_>, rng: &mut Rng, kind: Kind, round: u64, total
         }
     };
     assert_eq!(results.len(), cases.len());
+    // The same objects with the policies in reverse order: what the apiserver answers when it
+    // runs them in the other order (it runs them in Go's map order).
+    let reversed_results = check_all(work, &reversed(&policies), &objects_file);
+    assert_eq!(reversed_results.len(), cases.len());
 
     let audit = audit_log.annotations(answers.iter().map(|a| a.audit_id.as_str()));
-    for ((((case, answer), result), input), plain) in cases
+    for (((((case, answer), result), input), plain), reversed_result) in cases
         .iter()
         .zip(answers)
         .zip(&results)
         .zip(&defaulted)
         .zip(&plain_warnings)
+        .zip(&reversed_results)
     {
         // The apiserver's own warnings about the object (not admission's) are not compared.
         let mut warnings = answer.warnings.clone();
@@ -477,26 +534,73 @@ fn run_round(harness: &Harness<'_>, rng: &mut Rng, kind: Kind, round: u64, total
         from_apiserver.audit = audit.get(&answer.audit_id).cloned().unwrap_or_default();
         let from_portcullis = compare::portcullis_answer(result, input, case.mutating);
         let mut divergences = compare::differences(&from_apiserver, &from_portcullis);
-        // Policies the apiserver runs in another order than Portcullis's file order: if
-        // Portcullis, given the policies in reverse order, answers as the apiserver, the
-        // divergence is one of order.
-        if divergences.iter().any(|d| d.class == NEW) {
-            let mut reversed: Vec<Value> = policies
-                .chunks(2)
-                .rev()
-                .flat_map(|pair| pair.iter().cloned())
-                .collect();
-            if reversed.iter().any(|d| !d["spec"]["paramKind"].is_null()) {
-                reversed.push(grammar::params_config_map());
+        let in_reverse = compare::portcullis_answer(reversed_result, input, case.mutating);
+        let mutating_policies = policies_for(&policies, input)
+            .iter()
+            .filter(|d| d["kind"] == "MutatingAdmissionPolicy")
+            .count();
+        // Denials of several ValidatingAdmissionPolicies: the apiserver reports the first in its
+        // order of policies, Portcullis the first in its file order. The first denial of each
+        // policy, by Portcullis's list of violations.
+        let mut first_denials: Vec<(&str, &str)> = Vec::new();
+        for violation in result["violations"].as_array().into_iter().flatten() {
+            let policy = violation["policy"].as_str().unwrap_or_default();
+            if !first_denials.iter().any(|(p, _)| *p == policy) {
+                first_denials.push((policy, violation["message"].as_str().unwrap_or_default()));
             }
-            let result = check_one(work, &reversed, input);
-            let again = compare::portcullis_answer(&result, input, case.mutating);
-            let remaining = compare::differences(&from_apiserver, &again);
-            for divergence in &mut divergences {
-                let still = remaining
+        }
+        // What the order of policies can change in this answer: the order-dependent classes'
+        // recorded maximum.
+        if !case.mutating && first_denials.len() >= 2 {
+            *totals
+                .order_sensitive
+                .entry(compare::POLICY_ORDER)
+                .or_default() += 1;
+        }
+        for difference in compare::differences(&in_reverse, &from_portcullis) {
+            let class = if difference.class == "audit-failure-order" {
+                "audit-failure-order"
+            } else if mutating_policies >= 2 && compare::ORDER_SHAPES.contains(&difference.what) {
+                compare::POLICY_ORDER
+            } else {
+                continue;
+            };
+            *totals.order_sensitive.entry(class).or_default() += 1;
+        }
+        // Another validating policy's denial first: the apiserver's message is the first denial
+        // of a policy Portcullis also denies for, not its first.
+        for divergence in divergences.iter_mut().filter(|d| d.class == NEW) {
+            if !case.mutating
+                && divergence.what == "message"
+                && let Some(message) = &divergence.apiserver
+                && first_denials
                     .iter()
-                    .any(|d| d.what == divergence.what && d.apiserver == divergence.apiserver);
-                if divergence.class == NEW && !still {
+                    .skip(1)
+                    .any(|(_, first)| first == message)
+            {
+                divergence.class = compare::POLICY_ORDER;
+            }
+        }
+        // Two MutatingAdmissionPolicies the apiserver ran in the other order than Portcullis's
+        // file order: the object, decision or message differ, and Portcullis, given the
+        // policies in reverse order, answers as the apiserver did (nothing else differs then
+        // that did not differ before).
+        if mutating_policies >= 2
+            && divergences.iter().any(|d| d.class == NEW)
+            && divergences
+                .iter()
+                .filter(|d| d.class == NEW)
+                .all(|d| compare::ORDER_SHAPES.contains(&d.what))
+        {
+            let same = |x: &Divergence, y: &Divergence| {
+                (x.what, &x.apiserver, &x.portcullis) == (y.what, &y.apiserver, &y.portcullis)
+            };
+            let remaining = compare::differences(&from_apiserver, &in_reverse);
+            let reproduced = remaining
+                .iter()
+                .all(|r| r.class != NEW && divergences.iter().any(|d| same(d, r)));
+            if reproduced {
+                for divergence in divergences.iter_mut().filter(|d| d.class == NEW) {
                     divergence.class = compare::POLICY_ORDER;
                 }
             }
@@ -574,7 +678,15 @@ fn explain(
             .flatten()
             .filter_map(Value::as_str)
             .filter(|w| !before.iter().any(|b| b == w))
-            .map(|w| compare::classify(text, w))
+            .map(|w| {
+                compare::classify(&compare::Item {
+                    what: "warning",
+                    apiserver: Some(text),
+                    portcullis: Some(w),
+                    status: None,
+                    mutating: false,
+                })
+            })
             .find(|class| *class != NEW);
         if let Some(class) = revealed {
             return class;
@@ -598,6 +710,40 @@ fn check_one(work: &std::path::Path, documents: &[Value], object: &Value) -> Val
         .unwrap();
     let mut results: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap_or_default();
     results.pop().unwrap_or_default()
+}
+
+/// The policies (policy and binding pairs) in reverse order, with the parameter ConfigMap when
+/// a policy has a paramKind.
+fn reversed(policies: &[Value]) -> Vec<Value> {
+    let mut documents: Vec<Value> = policies
+        .chunks(2)
+        .rev()
+        .flat_map(|pair| pair.iter().cloned())
+        .collect();
+    if documents.iter().any(|d| !d["spec"]["paramKind"].is_null()) {
+        documents.push(grammar::params_config_map());
+    }
+    documents
+}
+
+/// `portcullis check --output json` of the objects in `objects` under `documents`: one result
+/// per object.
+fn check_all(work: &std::path::Path, documents: &[Value], objects: &std::path::Path) -> Vec<Value> {
+    let policy_file = work.join("reversed-policies.json");
+    let stream: String = documents.iter().map(|d| format!("---\n{d}\n")).collect();
+    std::fs::write(&policy_file, stream).unwrap();
+    let output = Command::new(PORTCULLIS)
+        .args(["check", "--output", "json", "--policies"])
+        .arg(&policy_file)
+        .arg(objects)
+        .output()
+        .unwrap();
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "check with the policies reversed: {}",
+        stderr(&output)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 /// Names of the policies in kubectl's `… "NAME" is invalid` errors.
@@ -638,18 +784,33 @@ fn check_refusal(
     if output.status.code() == Some(2) {
         return;
     }
-    let line = apiserver
-        .lines()
-        .find(|l| l.contains(&format!("\"{name}\" is invalid")))
-        .unwrap_or("")
-        .to_owned();
+    let errors = refusal_errors(apiserver, name);
     let divergence = Divergence {
-        class: compare::classify_refusal(&line),
-        what: "policy refused by the apiserver, loaded by check",
-        apiserver: Some(line),
+        class: compare::classify_refusal(&errors),
+        what: "refusal",
+        apiserver: Some(errors),
         portcullis: Some("loaded".to_owned()),
     };
     record(totals, &divergence, 1, json!({"policy": pair}));
+}
+
+/// The errors kubectl printed for policy `name` (its text after `"name" is invalid: `, up to the
+/// next object's error): one, or `\n* ` before each of several.
+fn refusal_errors(kubectl: &str, name: &str) -> String {
+    let marker = format!("\"{name}\" is invalid: ");
+    let Some((_, rest)) = kubectl.split_once(&marker) else {
+        return String::new();
+    };
+    let mut text = String::new();
+    for (i, line) in rest.split_inclusive('\n').enumerate() {
+        let next_object = line.starts_with("Error from server")
+            || line.starts_with("The ") && line.contains("\" is invalid");
+        if i > 0 && next_object {
+            break;
+        }
+        text.push_str(line);
+    }
+    text.trim_end_matches('\n').to_owned()
 }
 
 /// The documents of `policies` whose binding selects `object` (by its group label).
@@ -882,10 +1043,20 @@ fn minimised_divergences_are_as_recorded() {
         if known
             && let (Some(apiserver), Some(portcullis)) = (&fixture.apiserver, &fixture.portcullis)
         {
+            let differences = compare::differences(apiserver, portcullis);
             assert!(
-                !compare::differences(apiserver, portcullis).is_empty(),
+                !differences.is_empty(),
                 "{name}: a known divergence whose answers agree"
             );
+            // The recorded answers are the class's shape: its matcher recognises them.
+            for difference in differences {
+                if difference.class != fixture.class {
+                    failures.push(format!(
+                        "{name}: {} classified {}, not {}",
+                        difference.what, difference.class, fixture.class
+                    ));
+                }
+            }
         }
     }
     eprintln!("conformance: {} minimised cases checked", all.len());
@@ -1008,4 +1179,371 @@ fn the_grammar_reaches_each_construct() {
     .filter(|construct| !text.contains(construct))
     .collect();
     assert!(missing.is_empty(), "never generated: {missing:?}");
+}
+
+/// The recorded counts: the file is consistent (the CI seed set, every known class, ranges only
+/// for the order-dependent ones), and a run above or below a record fails, naming the class.
+#[test]
+fn recorded_counts_are_checked() {
+    let recorded = counts::load();
+    let problems = counts::validate(&recorded, &CI_SEEDS, CI_CASES);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+
+    // A run that matches the file passes; one more or one fewer of a class fails.
+    let exact: Vec<&'static str> = counts::known_classes()
+        .into_iter()
+        .filter(|c| !compare::ORDER_DEPENDENT.contains(c))
+        .collect();
+    let matching = |recorded: &counts::Recorded| {
+        let mut observed = BTreeMap::new();
+        let mut sensitive = BTreeMap::new();
+        for class in counts::known_classes() {
+            let record = &recorded.classes[class];
+            observed.insert(class, record.count.or(record.max).unwrap());
+            if let Some(max) = record.max {
+                sensitive.insert(class, max);
+            }
+        }
+        (observed, sensitive)
+    };
+    let examples = BTreeMap::new();
+    let failures = |observed: &BTreeMap<&'static str, usize>,
+                    sensitive: &BTreeMap<&'static str, usize>| {
+        counts::check(
+            &recorded,
+            &counts::Observed {
+                counts: observed,
+                order_sensitive: sensitive,
+                examples: &examples,
+            },
+        )
+    };
+    let (observed, sensitive) = matching(&recorded);
+    assert_eq!(failures(&observed, &sensitive), Vec::<String>::new());
+    for class in &exact {
+        let mut above = observed.clone();
+        *above.get_mut(class).unwrap() += 1;
+        let failed = failures(&above, &sensitive);
+        assert!(
+            failed.len() == 1 && failed[0].contains(class) && failed[0].contains("above"),
+            "{failed:?}"
+        );
+        if observed[class] > 0 {
+            let mut below = observed.clone();
+            *below.get_mut(class).unwrap() -= 1;
+            let failed = failures(&below, &sensitive);
+            assert!(
+                failed.len() == 1 && failed[0].contains(class) && failed[0].contains("lower"),
+                "{failed:?}"
+            );
+        }
+    }
+    for class in compare::ORDER_DEPENDENT {
+        // Above the range's max; and a max that is not what the order can change.
+        let mut above = observed.clone();
+        *above.get_mut(class).unwrap() += 1;
+        let failed = failures(&above, &sensitive);
+        assert!(failed.len() == 1 && failed[0].contains(class), "{failed:?}");
+        let mut more = sensitive.clone();
+        *more.get_mut(class).unwrap() += 1;
+        let failed = failures(&observed, &more);
+        assert!(
+            failed.len() == 1 && failed[0].contains("raise"),
+            "{failed:?}"
+        );
+        if sensitive[class] > 0 {
+            let mut fewer = sensitive.clone();
+            *fewer.get_mut(class).unwrap() -= 1;
+            let mut observed = observed.clone();
+            observed.insert(class, 0);
+            let failed = failures(&observed, &fewer);
+            assert!(
+                failed.len() == 1 && failed[0].contains("lower"),
+                "{failed:?}"
+            );
+        }
+    }
+    // A known class never seen before, and one unknown to the file.
+    let mut unrecorded = observed.clone();
+    unrecorded.insert("not-a-class", 1);
+    let failed = failures(&unrecorded, &sensitive);
+    assert!(
+        failed.len() == 1 && failed[0].contains("not-a-class"),
+        "{failed:?}"
+    );
+}
+
+/// Each cause recognises its own shape and not an unrelated answer that shares its words.
+#[test]
+fn known_causes_recognise_their_shapes_only() {
+    let warning = |policy: &str, expression: &str, error: &str| {
+        format!(
+            "Validation failed for ValidatingAdmissionPolicy '{policy}' with binding \
+             '{policy}-binding': expression '{expression}' resulted in error: {error}"
+        )
+    };
+    fn classify(what: &str, apiserver: &str, portcullis: &str) -> &'static str {
+        compare::classify(&compare::Item {
+            what,
+            apiserver: Some(apiserver),
+            portcullis: Some(portcullis),
+            status: None,
+            mutating: false,
+        })
+    }
+
+    // which-error-is-reported: two failing operands of `&&`, two elements of a comprehension.
+    let and = "object.data.a == 'x' && object.data.b == 'y'";
+    let which = "which-error-is-reported";
+    for (expression, a, p, class) in [
+        (and, "no such key: a", "no such key: b", which),
+        (
+            "['a', 'b'].exists(k, object.data[k] == 'v')",
+            "no such key: b",
+            "no such key: a",
+            which,
+        ),
+        (
+            "object.spec.ports[1].port > 0 || object.spec.x.y == 1",
+            "index out of range: 1",
+            "no such key: x",
+            which,
+        ),
+        (
+            "variables.v == 1",
+            "composited variable \"v\" fails to evaluate: no such key: a",
+            "composited variable \"v\" fails to evaluate: no such key: b",
+            which,
+        ),
+        (
+            "object.spec.containers.exists_one(x0, x0.resources.limits.cpu.substring(0, 3) == 'W')",
+            "index out of range: 3",
+            "no such key: cpu",
+            which,
+        ),
+        (
+            "object.spec.ports.all(p, object.metadata.labels.transformMapEntry(k, v, {p.protocol: v}).size() > 0)",
+            "insert failed: key TCP already exists",
+            "insert failed: key UDP already exists",
+            which,
+        ),
+        (
+            "object.spec.ports.all(p, object.metadata.name.size() > 0)",
+            "insert failed: key TCP already exists",
+            "insert failed: key UDP already exists",
+            NEW,
+        ),
+        (
+            "object.spec.ports.all(p, p.name.size() > 0)",
+            "index out of range: 3",
+            "no such key: name",
+            NEW,
+        ),
+        // Not the shape: one place that can fail; another wording of the same error; an error
+        // about nothing the expression reads; an error of no known wording.
+        (
+            "object.data.a == 'x'",
+            "no such key: a",
+            "no such key: b",
+            NEW,
+        ),
+        (and, "no such key: a", "no such key: 'b'", NEW),
+        (and, "no such key: a", "no such key: zzz", NEW),
+        (
+            and,
+            "no such key: a",
+            "no such key: b (while evaluating)",
+            NEW,
+        ),
+        (and, "no such key: a", "invalid value", NEW),
+        (and, "no such key: a", "no matching overload for _==_", NEW),
+        (
+            and,
+            "type conversion error from 'string' to 'int'",
+            "no such key: a",
+            NEW,
+        ),
+        (
+            "variables.v == 1 && variables.w == 2",
+            "composited variable \"v\" fails to evaluate: no such key: a",
+            "composited variable \"w\" fails to evaluate: something else",
+            NEW,
+        ),
+    ] {
+        let a = warning("c1-w0", expression, a);
+        let p = warning("c1-w0", expression, p);
+        assert_eq!(classify("warning", &a, &p), class, "{a}\n{p}");
+    }
+    // The same errors from two different policies are not one expression's.
+    assert_eq!(
+        classify(
+            "warning",
+            &warning("c1-w0", and, "no such key: a"),
+            &warning("c1-w1", and, "no such key: b")
+        ),
+        NEW
+    );
+
+    // object-validation-after-mutation: 422 Invalid on a field a mutation sets, MAPs only.
+    let invalid = "denied: Deployment.apps \"deployment-4\" is invalid: metadata.labels: Invalid \
+                   value: \"c0,c1\": a valid label must be an empty string or consist of …";
+    let decision = |status, mutating, apiserver| compare::Item {
+        what: "decision",
+        apiserver: Some(apiserver),
+        portcullis: Some("allowed"),
+        status,
+        mutating,
+    };
+    let object_invalid = "object-validation-after-mutation";
+    assert_eq!(
+        compare::classify(&decision(Some((422, "Invalid")), true, invalid)),
+        object_invalid
+    );
+    for other in [
+        decision(Some((422, "Invalid")), false, invalid),
+        decision(Some((403, "Invalid")), true, invalid),
+        decision(
+            Some((422, "Invalid")),
+            true,
+            "denied: Deployment.apps \"d\" is invalid: spec.selector: Required value",
+        ),
+        decision(
+            Some((422, "Invalid")),
+            true,
+            "denied: policy 'c1-m0' with binding 'c1-m0-binding' denied request: \
+             Deployment.apps \"d\" is invalid: metadata.labels: Invalid value: \"x\"",
+        ),
+    ] {
+        assert_eq!(compare::classify(&other), NEW, "{other:?}");
+    }
+
+    // audit-failure-order: whole policies in another order; not entries moved inside one.
+    let entry = |policy: &str, index: usize| {
+        json!({"message": format!("{policy} rule {index} failed"), "policy": policy,
+               "binding": format!("{policy}-binding"), "expressionIndex": index,
+               "validationActions": ["Warn", "Audit"]})
+    };
+    let list = |entries: &[(&str, usize)]| {
+        Value::from_iter(entries.iter().map(|(p, i)| entry(p, *i))).to_string()
+    };
+    let forward = list(&[("c1-d0", 2), ("c1-w1", 3), ("c1-w1", 5)]);
+    for (apiserver, class) in [
+        (
+            list(&[("c1-w1", 3), ("c1-w1", 5), ("c1-d0", 2)]),
+            "audit-failure-order",
+        ),
+        (list(&[("c1-w1", 5), ("c1-d0", 2), ("c1-w1", 3)]), NEW),
+        (list(&[("c1-d0", 2), ("c1-w1", 5), ("c1-w1", 3)]), NEW),
+    ] {
+        let a = Answer {
+            allowed: true,
+            audit: BTreeMap::from([(
+                "validation.policy.admission.k8s.io/validation_failure".to_owned(),
+                apiserver.clone(),
+            )]),
+            ..Answer::default()
+        };
+        let p = Answer {
+            allowed: true,
+            audit: BTreeMap::from([(
+                "validation.policy.admission.k8s.io.validation_failure".to_owned(),
+                forward.clone(),
+            )]),
+            ..Answer::default()
+        };
+        let classes: Vec<&str> = compare::differences(&a, &p)
+            .iter()
+            .map(|d| d.class)
+            .collect();
+        assert_eq!(classes, [class], "{apiserver}");
+    }
+
+    // Refusals at create: the apiserver's own answers (tests/fixtures/load-time/observed.json)
+    // that are type errors are load-time-type-checking; parse errors, undeclared references,
+    // constants folded at create, format() clauses and field validation are not.
+    let observed: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/load-time/observed.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let mut by_class: BTreeMap<&str, usize> = BTreeMap::new();
+    for (name, answer) in observed["policies"].as_object().unwrap() {
+        let Some(errors) = answer.as_array() else {
+            continue;
+        };
+        let errors: Vec<&str> = errors.iter().filter_map(Value::as_str).collect();
+        let text = match errors.as_slice() {
+            [one] => (*one).to_owned(),
+            several => several.iter().map(|e| format!("\n* {e}")).collect(),
+        };
+        let class = compare::classify_refusal(&text);
+        *by_class.entry(class).or_default() += 1;
+        let type_errors = [
+            "found no matching overload for",
+            "expected type",
+            "undefined field",
+            "does not support field selection",
+            "cannot be range of a comprehension",
+        ];
+        let expected = if errors.iter().all(|e| {
+            (e.contains("compilation failed: ")
+                && e.lines()
+                    .filter(|l| l.contains("ERROR: <input>"))
+                    .all(|l| type_errors.iter().any(|t| l.contains(t))))
+                || (e.contains(": must evaluate to ") && !e.ends_with("but got dyn"))
+        }) {
+            "load-time-type-checking"
+        } else if errors.iter().all(|e| e.contains(": Unsupported value: ")) {
+            "load-time-validation"
+        } else {
+            NEW
+        };
+        assert_eq!(class, expected, "{name}: {text}");
+    }
+    eprintln!("load-time refusals by class: {by_class:?}");
+    assert!(
+        by_class.get("load-time-type-checking") > Some(&50),
+        "{by_class:?}"
+    );
+    assert!(by_class.get(NEW) > Some(&50), "{by_class:?}");
+    // Words of a refusal inside another error are not the refusal.
+    for text in [
+        "spec.validations[0].expression: Invalid value: \"x\": compilation failed: ERROR: \
+         <input>:1:1: Syntax error: mismatched input 'must evaluate to'",
+        "spec.validations[0].reason: Invalid value: \"compilation failed\": must evaluate to \
+         Forbidden",
+        "metadata.name: Unsupported value: \"x\": supported values: \"y\"",
+    ] {
+        assert_eq!(compare::classify_refusal(text), NEW, "{text}");
+    }
+    // Several errors, as kubectl lists them for one refused object and as the apiserver's
+    // message gives them among several: each must be of the shape.
+    let overload = "spec.validations[0].expression: Invalid value: \"1 + 'a'\": compilation \
+                    failed: ERROR: <input>:1:3: found no matching overload for '_+_' applied to \
+                    '(int, string)'\n | 1 + 'a'\n | ..^";
+    let output = "spec.validations[1].messageExpression: Invalid value: \"1\": must evaluate to \
+                  string but got int";
+    let undeclared = "spec.validations[2].expression: Invalid value: \"x\": compilation failed: \
+                      ERROR: <input>:1:1: undeclared reference to 'x' (in container '')\n | x\n | ^";
+    for (text, class) in [
+        (
+            format!("\n* {overload}\n* {output}"),
+            "load-time-type-checking",
+        ),
+        (format!("[{overload}, {output}]"), "load-time-type-checking"),
+        (format!("\n* {overload}\n* {undeclared}"), NEW),
+        (format!("[{output}, {undeclared}]"), NEW),
+    ] {
+        assert_eq!(compare::classify_refusal(&text), class, "{text}");
+    }
+    assert_eq!(
+        compare::classify_refusal(
+            "spec.validations[0].reason: Unsupported value: \"Unauthorized\": supported values: \
+             \"Forbidden\", \"Invalid\", \"RequestEntityTooLarge\""
+        ),
+        "load-time-validation"
+    );
 }
