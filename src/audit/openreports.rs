@@ -179,6 +179,7 @@ mod tests {
     use super::*;
     use crate::admission::Operation;
     use crate::engine::Violation;
+    use crate::engine::ViolationForm;
     use crate::offline::Source;
 
     fn result(namespace: Option<&str>) -> CheckResult {
@@ -201,7 +202,7 @@ mod tests {
                 rule: "enforce".into(),
                 path: "spec.containers[0]".into(),
                 message: "privileged".into(),
-                admission_policy: false,
+                form: ViolationForm::Rule,
             }],
             warnings: vec![
                 "[builtin-image-tags/pinned] spec.containers[0].image: no tag".into(),

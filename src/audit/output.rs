@@ -201,6 +201,7 @@ mod tests {
     use super::*;
     use crate::admission::Operation;
     use crate::engine::Violation;
+    use crate::engine::ViolationForm;
     use crate::offline::Source;
 
     fn result(name: &str, allowed: bool) -> CheckResult {
@@ -226,7 +227,7 @@ mod tests {
                     rule: "r".into(),
                     path: "spec".into(),
                     message: "line one\nline two".into(),
-                    admission_policy: false,
+                    form: ViolationForm::Rule,
                 }]
             },
             warnings: vec!["w".into()],

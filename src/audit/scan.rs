@@ -26,6 +26,7 @@ use super::targets::{
     Discovery, ScanTarget, ServedGroup, ServedResource, WantedResource, resolve, versions_to_fetch,
 };
 use crate::admission::{AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation};
+use crate::engine::gatekeeper::EnforcementPoint;
 use crate::engine::{Engine, StaticNamespaces};
 use crate::kubernetes::vocabulary::LabelSelector;
 use crate::offline::manifest::offline_uid;
@@ -483,7 +484,8 @@ fn judge_page(
         chunks.push(part);
     }
     let run = |part: Vec<Value>| -> Vec<Judgement> {
-        let checker = Checker::new(engine, namespaces);
+        let checker =
+            Checker::new(engine, namespaces).at_enforcement_point(EnforcementPoint::Audit);
         part.into_iter()
             .map(|object| judge(&checker, exclusions, namespaces, &target, object))
             .collect()

@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use crate::admission::Operation;
 use crate::authorization::AnswerTable;
 use crate::cli::{CheckArgs, CheckOperation, CheckOutput};
-use crate::offline::{Checker, namespaces_of, read_inputs, report};
+use crate::offline::{Checker, inventory_of, namespaces_of, read_inputs, report};
 
 /// Exit code when every document is admitted.
 pub const EXIT_ALLOWED: u8 = 0;
@@ -24,7 +24,8 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let engine = super::load_engine(&args.policies).context("cannot load the policies")?;
     let documents = read_inputs(&args.files)?;
     let namespaces = namespaces_of(&documents);
-    let mut checker = Checker::new(&engine, &namespaces);
+    let inventory = inventory_of(&documents);
+    let mut checker = Checker::new(&engine, &namespaces).with_inventory(&inventory);
     if let Some(flag) = &args.authorizer {
         let table = AnswerTable::from_flag(flag).context("--authorizer")?;
         checker = checker.with_authorizer(Arc::new(table));

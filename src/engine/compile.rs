@@ -1,4 +1,5 @@
 use super::admission_policy::{AdmissionPolicies, AdmissionPolicyDocument};
+use super::gatekeeper::Gatekeeper;
 use super::pod_security::PodSecurityAdmission;
 use super::{CompiledPolicy, Engine};
 use std::path::PathBuf;
@@ -25,6 +26,7 @@ impl Engine {
         let mut admission = Vec::new();
         let mut params = Vec::new();
         let mut custom_schemas = Vec::new();
+        let mut gatekeeper_documents = Vec::new();
         for document in documents {
             match &document.document {
                 PolicyDocument::Policy(policy) => {
@@ -62,6 +64,9 @@ impl Engine {
                 PolicyDocument::Parameter(object) => {
                     params.push((&document.source, object.as_ref()));
                 }
+                PolicyDocument::Gatekeeper(gatekeeper) => {
+                    gatekeeper_documents.push((&document.source, gatekeeper.as_ref()));
+                }
             }
         }
         let param_kinds: Vec<(&str, &str)> = admission
@@ -83,6 +88,9 @@ impl Engine {
         if !admission.is_empty() {
             engine.admission_policies =
                 AdmissionPolicies::compile(&admission, &params, custom_schemas)?;
+        }
+        if !gatekeeper_documents.is_empty() {
+            engine.gatekeeper = Gatekeeper::compile(&gatekeeper_documents)?;
         }
         Ok(engine)
     }

@@ -21,16 +21,32 @@ pub struct Violation {
     pub path: String,
     /// Why it is refused.
     pub message: String,
-    /// Whether an admission policy (ValidatingAdmissionPolicy, MutatingAdmissionPolicy)
-    /// reported it: its message is then the apiserver's whole denial text, answered without
-    /// the `[policy/rule]` prefix, and only the first such violation is answered, as the
-    /// apiserver reports only its first denied decision.
+    /// How the violation is worded in the denial message.
     #[serde(skip)]
-    pub admission_policy: bool,
+    pub form: ViolationForm,
+}
+
+/// How a [`Violation`] is worded in the denial message.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ViolationForm {
+    /// A native rule's: `[policy/rule] path: message`, joined to the others by `; `.
+    #[default]
+    Rule,
+    /// An admission policy's (ValidatingAdmissionPolicy, MutatingAdmissionPolicy): its
+    /// message is the apiserver's whole denial text, and only the first such violation is
+    /// answered, as the apiserver reports only its first denied decision.
+    AdmissionPolicy,
+    /// A Gatekeeper constraint's: `[constraint] msg` as its message, joined to the next
+    /// Gatekeeper violation by a new line, as Gatekeeper's webhook joins them.
+    Gatekeeper,
 }
 
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.form == ViolationForm::Gatekeeper {
+            // Already `[constraint] msg`.
+            return f.write_str(&self.message);
+        }
         write!(f, "[{}/{}] ", self.policy, self.rule)?;
         if !self.path.is_empty() {
             write!(f, "{}: ", self.path)?;
@@ -231,7 +247,7 @@ impl Decision {
             rule: String::new(),
             path: String::new(),
             message,
-            admission_policy: true,
+            form: ViolationForm::AdmissionPolicy,
         }];
         self.denial_status = Some(status);
     }
@@ -246,19 +262,30 @@ impl Decision {
     pub fn denial_message(&self) -> String {
         let mut message = String::new();
         let mut admission_policy_reported = false;
+        let mut previous = None;
         for violation in &self.violations {
-            if violation.admission_policy && std::mem::replace(&mut admission_policy_reported, true)
+            if violation.form == ViolationForm::AdmissionPolicy
+                && std::mem::replace(&mut admission_policy_reported, true)
             {
                 continue;
             }
             if !message.is_empty() {
-                message.push_str("; ");
+                let gatekeeper = ViolationForm::Gatekeeper;
+                message.push_str(
+                    if previous == Some(gatekeeper) && violation.form == gatekeeper {
+                        "\n"
+                    } else {
+                        "; "
+                    },
+                );
             }
-            if violation.admission_policy {
-                message.push_str(&violation.message);
-            } else {
-                message.push_str(&violation.to_string());
+            match violation.form {
+                ViolationForm::Rule => message.push_str(&violation.to_string()),
+                ViolationForm::AdmissionPolicy | ViolationForm::Gatekeeper => {
+                    message.push_str(&violation.message);
+                }
             }
+            previous = Some(violation.form);
         }
         message
     }
@@ -293,7 +320,7 @@ mod tests {
             rule: "r".into(),
             path: "spec".into(),
             message: message.into(),
-            admission_policy: false,
+            form: ViolationForm::Rule,
         }
     }
 
@@ -327,7 +354,7 @@ mod tests {
     #[test]
     fn admission_policy_denials_are_answered_as_the_apiserver_does() {
         let admission = |message: &str| Violation {
-            admission_policy: true,
+            form: ViolationForm::AdmissionPolicy,
             path: String::new(),
             ..violation("vap", message)
         };

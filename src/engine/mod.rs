@@ -8,6 +8,7 @@ pub mod admission_policy;
 mod cel_input;
 mod compile;
 mod decision;
+pub mod gatekeeper;
 pub mod matching;
 mod namespaces;
 mod native;
@@ -29,7 +30,9 @@ use cel_input::{AuthorizerBinding, CelInputCell};
 
 pub use crate::kubernetes::vocabulary::Action;
 pub use admission_policy::{ExpressionWarning, ParamLookup, ParamNeed};
-pub use decision::{Decision, DenialStatus, PolicyOutcome, Violation, audit_annotation_key};
+pub use decision::{
+    Decision, DenialStatus, PolicyOutcome, Violation, ViolationForm, audit_annotation_key,
+};
 pub use namespaces::{
     FetchFuture, Labels, NamespaceLabels, NamespaceLookup, NoNamespaces, ReadFailure,
     StaticNamespaces, namespace_object, partial_namespace_object,
@@ -71,6 +74,11 @@ pub struct EvalContext<'a> {
     /// Parameter objects of admission policies from the cluster; `None`: from the policy
     /// folders.
     pub params: Option<&'a dyn ParamLookup>,
+    /// Where Gatekeeper constraints are enforced: their scoped enforcement actions, and the
+    /// review their templates see (the webhook's AdmissionRequest, or gator's).
+    pub enforcement_point: gatekeeper::EnforcementPoint,
+    /// Gatekeeper's `data.inventory`; none: empty.
+    pub inventory: Option<&'a gatekeeper::Inventory>,
 }
 
 impl EvalContext<'static> {
@@ -82,6 +90,8 @@ impl EvalContext<'static> {
             namespaces: &NoNamespaces,
             authorizer: None,
             params: None,
+            enforcement_point: gatekeeper::EnforcementPoint::Webhook,
+            inventory: None,
         }
     }
 }
@@ -108,6 +118,23 @@ impl<'a> EvalContext<'a> {
             namespaces,
             params: self.params,
             authorizer: self.authorizer,
+            enforcement_point: self.enforcement_point,
+            inventory: self.inventory,
+        }
+    }
+
+    /// The same context with Gatekeeper's `data.inventory`.
+    #[must_use]
+    pub fn with_inventory(self, inventory: Option<&'a gatekeeper::Inventory>) -> Self {
+        EvalContext { inventory, ..self }
+    }
+
+    /// The same context at another Gatekeeper enforcement point.
+    #[must_use]
+    pub fn at_enforcement_point(self, enforcement_point: gatekeeper::EnforcementPoint) -> Self {
+        EvalContext {
+            enforcement_point,
+            ..self
         }
     }
 
@@ -195,6 +222,7 @@ pub struct Engine {
     policies: Vec<CompiledPolicy>,
     pod_security: Vec<pod_security::PodSecurityAdmission>,
     admission_policies: admission_policy::AdmissionPolicies,
+    gatekeeper: gatekeeper::Gatekeeper,
 }
 
 impl std::fmt::Debug for Engine {
@@ -260,6 +288,9 @@ impl Engine {
             }
         }
         rules.extend(self.admission_policies.webhook_rules(endpoint));
+        if endpoint == Endpoint::Validate {
+            rules.extend(self.gatekeeper.resource_rules());
+        }
         merge_rules(rules)
     }
 
@@ -300,6 +331,7 @@ impl Engine {
                     .iter()
                     .any(|admission| admission.wants(request, namespaces)))
             || self.admission_policies.wants(request, endpoint, namespaces)
+            || (endpoint == Endpoint::Validate && self.gatekeeper.wants(request, namespaces))
     }
 
     /// Which of the request's objects `serve` decodes, from its envelope and `namespaces`:
@@ -326,7 +358,9 @@ impl Engine {
             || (endpoint == Endpoint::Validate
                 && !self.pod_security.is_empty()
                 && pod_security::PodSecurityAdmission::reads_old_object(request))
-            || self.admission_policies.reads_old_object(request, endpoint);
+            || self.admission_policies.reads_old_object(request, endpoint)
+            // Gatekeeper matches a constraint on the old object too.
+            || (endpoint == Endpoint::Validate && self.gatekeeper.wants(request, namespaces));
         if reads_old_object {
             WantedObjects::Both
         } else {
@@ -369,6 +403,7 @@ impl Engine {
             .map(CompiledPolicy::rule_count)
             .sum::<usize>()
             + self.admission_policies.rule_count()
+            + self.gatekeeper.rule_count()
     }
 
     /// Decides a request. `/validate` runs every validation rule and collects every violation;
@@ -407,6 +442,13 @@ impl Engine {
                 if past_deadline() {
                     return Err(EvalError::DeadlineExceeded);
                 }
+                self.gatekeeper.validate(
+                    request,
+                    context.namespaces,
+                    context.enforcement_point,
+                    context.inventory,
+                    &mut decision,
+                );
                 self.admission_policies.validate(
                     request,
                     context.namespaces,

@@ -13,6 +13,7 @@ use super::input::{Input, InputDocument, Source};
 use super::manifest::{api_version, offline_uid};
 use crate::admission::{AdmissionRequest, Operation};
 use crate::authorization::AccessReviewer;
+use crate::engine::gatekeeper::{EnforcementPoint, Inventory};
 use crate::engine::{
     Decision, Endpoint, Engine, EvalContext, NamespaceLookup, ResourceRule, Violation,
 };
@@ -99,6 +100,8 @@ pub struct Checker<'a> {
     authorizer: Option<Arc<dyn AccessReviewer>>,
     mutate_rules: Vec<ResourceRule>,
     validate_rules: Vec<ResourceRule>,
+    enforcement_point: EnforcementPoint,
+    inventory: Option<&'a Inventory>,
 }
 
 impl<'a> Checker<'a> {
@@ -110,6 +113,27 @@ impl<'a> Checker<'a> {
             authorizer: None,
             mutate_rules: engine.webhook_rules(Endpoint::Mutate),
             validate_rules: engine.webhook_rules(Endpoint::Validate),
+            enforcement_point: EnforcementPoint::Gator,
+            inventory: None,
+        }
+    }
+
+    /// The same checker with Gatekeeper's `data.inventory` (as `gator`, the objects given).
+    #[must_use]
+    pub fn with_inventory(self, inventory: &'a Inventory) -> Self {
+        Checker {
+            inventory: Some(inventory),
+            ..self
+        }
+    }
+
+    /// The same checker at another Gatekeeper enforcement point (by default `gator`'s, as
+    /// `check` and `test` are; `audit` is Gatekeeper's audit).
+    #[must_use]
+    pub fn at_enforcement_point(self, enforcement_point: EnforcementPoint) -> Self {
+        Checker {
+            enforcement_point,
+            ..self
         }
     }
 
@@ -225,7 +249,10 @@ impl<'a> Checker<'a> {
         request: &AdmissionRequest,
         endpoint: Endpoint,
     ) -> Result<Decision, CheckError> {
-        let mut context = EvalContext::new(endpoint).with_namespaces(self.namespaces);
+        let mut context = EvalContext::new(endpoint)
+            .with_namespaces(self.namespaces)
+            .at_enforcement_point(self.enforcement_point)
+            .with_inventory(self.inventory);
         if let Some(authorizer) = &self.authorizer {
             context = context.with_authorizer(authorizer);
         }

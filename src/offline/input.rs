@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::manifest::Manifest;
 use crate::admission::{ParsedReview, parse_review};
 use crate::engine::StaticNamespaces;
+use crate::engine::gatekeeper::Inventory;
 
 /// The file name that reads standard input.
 pub const STDIN: &str = "-";
@@ -308,6 +309,16 @@ pub fn namespaces_of(documents: &[InputDocument]) -> StaticNamespaces {
         }
     }
     namespaces
+}
+
+/// Gatekeeper's `data.inventory` for `documents`, as `gator` makes it: every object given.
+pub fn inventory_of(documents: &[InputDocument]) -> Inventory {
+    Inventory::of(
+        documents
+            .iter()
+            .filter_map(InputDocument::manifest)
+            .map(|manifest| &manifest.object),
+    )
 }
 
 #[cfg(test)]

@@ -21,6 +21,8 @@ pub mod suite;
 pub mod warnings;
 
 pub use check::{CheckError, CheckResult, Checker};
-pub use input::{Input, InputDocument, InputError, Source, namespaces_of, read_inputs};
+pub use input::{
+    Input, InputDocument, InputError, Source, inventory_of, namespaces_of, read_inputs,
+};
 pub use manifest::{Manifest, OFFLINE_USER};
 pub use suite::{SuiteRun, run_suites, run_suites_with};

@@ -5,6 +5,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::admission_policy::{self, AdmissionPolicyDocument};
+use super::gatekeeper::{self, GatekeeperDocument};
 use super::native::Policy;
 use super::pod_security::PodSecurityConfiguration;
 
@@ -73,6 +74,9 @@ pub enum PolicyDocument {
     /// for the mutations of admission policies (list types, map keys, atomic fields). Its
     /// schemas are checked when the engine compiles it.
     CustomResourceDefinition(Box<Value>),
+    /// OPA Gatekeeper's `templates.gatekeeper.sh` ConstraintTemplate or a
+    /// `constraints.gatekeeper.sh` Constraint.
+    Gatekeeper(Box<GatekeeperDocument>),
     /// A document of any other group (a ConfigMap, a custom resource …): a parameter object
     /// for admission policy bindings. Compiling refuses one that no policy's `paramKind`
     /// names, so that a stray or misspelt document is still an error.
@@ -113,11 +117,13 @@ pub const SUPPORTED_KINDS: [(&str, &str); 7] = [
 
 /// API groups whose documents must be ones Portcullis reads: anything else in them is a
 /// mistake, never a parameter object.
-const RESERVED_GROUPS: [&str; 4] = [
+const RESERVED_GROUPS: [&str; 6] = [
     "portcullis.dev",
     "pod-security.admission.config.k8s.io",
     admission_policy::GROUP,
     "apiextensions.k8s.io",
+    gatekeeper::TEMPLATES_GROUP,
+    gatekeeper::CONSTRAINTS_GROUP,
 ];
 
 /// The error for a document Portcullis does not read.
@@ -292,6 +298,11 @@ fn recognise(source: DocumentSource, value: Value) -> Result<SourcedDocument, Po
             if group == admission_policy::GROUP {
                 let document = admission_policy::recognise(&source, value)?;
                 PolicyDocument::AdmissionPolicy(Box::new(document))
+            } else if group == gatekeeper::TEMPLATES_GROUP || group == gatekeeper::CONSTRAINTS_GROUP
+            {
+                let group = group.to_owned();
+                let document = gatekeeper::recognise(&source, &group, value)?;
+                PolicyDocument::Gatekeeper(Box::new(document))
             } else if RESERVED_GROUPS.contains(&group) {
                 return Err(unsupported_document(&source, api_version, kind));
             } else {

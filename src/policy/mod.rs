@@ -6,6 +6,7 @@
 
 pub mod admission_policy;
 mod document;
+pub mod gatekeeper;
 mod native;
 pub mod pod_security;
 

@@ -15,7 +15,9 @@ use super::params::ParamLookup;
 use super::policy_core::PolicyCore;
 use crate::admission::{AdmissionRequest, GroupVersionKind};
 use crate::engine::cel_input::CelInputCell;
-use crate::engine::{Decision, DenialStatus, NamespaceLookup, PolicyOutcome, Violation};
+use crate::engine::{
+    Decision, DenialStatus, NamespaceLookup, PolicyOutcome, Violation, ViolationForm,
+};
 use crate::expressions::{
     CostBudget, Expression, POLICY_COST_BUDGET, apply_configuration_type, json_patch_list_type,
 };
@@ -362,7 +364,7 @@ fn run_policy(
                             "policy '{name}' with binding '{}' denied request: {message}",
                             binding.name
                         ),
-                        admission_policy: true,
+                        form: ViolationForm::AdmissionPolicy,
                     });
                 }
             };
@@ -451,7 +453,7 @@ fn run_policy(
             rule: String::new(),
             path: String::new(),
             message,
-            admission_policy: true,
+            form: ViolationForm::AdmissionPolicy,
         }];
         decision.denial_status = Some(DenialStatus {
             code: 500,
@@ -506,7 +508,7 @@ fn run_policy(
                     rule: String::new(),
                     path: String::new(),
                     message: format!("policy {name:?} denied request: {error}"),
-                    admission_policy: true,
+                    form: ViolationForm::AdmissionPolicy,
                 });
             }
             Some(Duration::ZERO)

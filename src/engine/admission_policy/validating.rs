@@ -18,7 +18,9 @@ use super::scope::Scope;
 use crate::admission::AdmissionRequest;
 use crate::engine::audit_annotation_key;
 use crate::engine::cel_input::{CelInputCell, failure_message_from};
-use crate::engine::{Decision, DenialStatus, NamespaceLookup, PolicyOutcome, Violation};
+use crate::engine::{
+    Decision, DenialStatus, NamespaceLookup, PolicyOutcome, Violation, ViolationForm,
+};
 use crate::expressions::{
     CelType, CostBudget, Expression, PER_CALL_COST_LIMIT, POLICY_COST_BUDGET,
 };
@@ -541,7 +543,7 @@ fn deny_policy(policy: &ValidatingPolicy, error: String, fail: bool, decision: &
         rule: String::new(),
         path: String::new(),
         message: format!("ValidatingAdmissionPolicy '{name}' denied request: {error}"),
-        admission_policy: true,
+        form: ViolationForm::AdmissionPolicy,
     });
 }
 
@@ -583,7 +585,7 @@ fn deny(
         message: format!(
             "ValidatingAdmissionPolicy '{name}' with binding '{binding}' denied request: {message}"
         ),
-        admission_policy: true,
+        form: ViolationForm::AdmissionPolicy,
     });
 }
 

@@ -63,7 +63,7 @@ use super::{CheckFailure, Level, LevelVersion, Version, check_pod, violation_mes
 use crate::admission::{AdmissionRequest, Operation};
 use crate::engine::{
     Decision, DenialStatus, Labels, NamespaceLookup, PolicyOutcome, ReadFailure, ResourceRule,
-    Violation,
+    Violation, ViolationForm,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -487,7 +487,7 @@ impl PodSecurityAdmission {
                     go_quote(request.name.as_deref().unwrap_or("")),
                     aggregate(&errors)
                 ),
-                admission_policy: false,
+                form: ViolationForm::Rule,
             });
         };
         let exempt = self.exempt_namespace(request.namespace.as_deref().unwrap_or(""));
@@ -612,7 +612,7 @@ impl PodSecurityAdmission {
                 rule: "enforce".into(),
                 path: String::new(),
                 message: status,
-                admission_policy: false,
+                form: ViolationForm::Rule,
             });
             return;
         }
@@ -748,7 +748,7 @@ impl PodSecurityAdmission {
                 rule: "enforce".into(),
                 path: String::new(),
                 message: violation_message(policy.enforce, failures),
-                admission_policy: false,
+                form: ViolationForm::Rule,
             });
             refused = true;
         }

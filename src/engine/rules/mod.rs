@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::matching::MatchedView;
 use super::pod_specs::pod_spec_location;
-use super::{CONTAINER_LISTS, Violation};
+use super::{CONTAINER_LISTS, Violation, ViolationForm};
 use crate::admission::AdmissionRequest;
 use crate::patch::PathSegment;
 
@@ -201,7 +201,7 @@ pub fn attribute(
             rule: rule.to_owned(),
             path,
             message: message.map_or(text, str::to_owned),
-            admission_policy: false,
+            form: ViolationForm::Rule,
         });
     }
 }

@@ -1,0 +1,581 @@
+//! OPA Gatekeeper's ConstraintTemplates and Constraints, unchanged: each template's Rego is
+//! compiled once (regorus), each constraint matched by its `spec.match` and evaluated with its
+//! `spec.parameters`, and the results answered as Gatekeeper's validating webhook answers them
+//! (`pkg/webhook/policy.go`): sorted by enforcement action then message (frameworks'
+//! `Responses.Results`), each worded `[<constraint name>] <msg>`; `deny` results refuse the
+//! request with 403 and the messages joined by new lines, `warn` results are warnings, and
+//! `dryrun` results are only counted.
+
+pub(crate) mod matching;
+mod rego;
+mod review;
+
+use std::collections::BTreeMap;
+
+use regorus::Value as RegoValue;
+
+use self::matching::ConstraintMatcher;
+use self::rego::RegoTemplate;
+use super::{
+    Decision, DenialStatus, NamespaceLookup, PolicyOutcome, ResourceRule, Violation, ViolationForm,
+};
+use crate::admission::{AdmissionRequest, Operation};
+use crate::policy::gatekeeper::{
+    ADMISSION_TARGET, Constraint, ConstraintTemplate, GatekeeperDocument, RegoSource,
+};
+use crate::policy::{DocumentSource, PolicyError};
+
+/// Where a constraint is enforced, for its `scopedEnforcementActions`, and which review its
+/// template sees.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum EnforcementPoint {
+    /// The validating webhook (`serve`): `validation.gatekeeper.sh`; the review is the
+    /// AdmissionRequest.
+    #[default]
+    Webhook,
+    /// `audit`: `audit.gatekeeper.sh`; the review is built from the object, as Gatekeeper's
+    /// audit builds it.
+    Audit,
+    /// `check` and `test`: `gator.gatekeeper.sh`; the review is built from the object, as
+    /// `gator` builds it.
+    Gator,
+}
+
+impl EnforcementPoint {
+    /// The enforcement point's name in `scopedEnforcementActions`.
+    fn name(self) -> &'static str {
+        match self {
+            EnforcementPoint::Webhook => "validation.gatekeeper.sh",
+            EnforcementPoint::Audit => "audit.gatekeeper.sh",
+            EnforcementPoint::Gator => "gator.gatekeeper.sh",
+        }
+    }
+}
+
+/// An enforcement action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Action {
+    Deny,
+    Dryrun,
+    Warn,
+}
+
+impl Action {
+    fn parse(text: &str) -> Option<Self> {
+        match text {
+            "deny" => Some(Action::Deny),
+            "dryrun" => Some(Action::Dryrun),
+            "warn" => Some(Action::Warn),
+            _ => None,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Action::Deny => "deny",
+            Action::Dryrun => "dryrun",
+            Action::Warn => "warn",
+        }
+    }
+}
+
+/// A constraint's enforcement: one action, or (`scoped`) actions per enforcement point.
+#[derive(Debug, Clone)]
+enum Enforcement {
+    Single(Action),
+    Scoped(Vec<(Action, Vec<String>)>),
+}
+
+impl Enforcement {
+    /// The actions at `point`: for `scoped`, those whose enforcement points name it (or `*`).
+    fn actions(&self, point: EnforcementPoint) -> Vec<Action> {
+        match self {
+            Enforcement::Single(action) => vec![*action],
+            Enforcement::Scoped(scoped) => scoped
+                .iter()
+                .filter(|(_, points)| points.iter().any(|p| p == "*" || p == point.name()))
+                .map(|(action, _)| *action)
+                .collect(),
+        }
+    }
+
+    /// The action Gatekeeper sorts results by: the constraint's `enforcementAction`.
+    fn sort_key(&self) -> &'static str {
+        match self {
+            Enforcement::Single(action) => action.as_str(),
+            Enforcement::Scoped(_) => "scoped",
+        }
+    }
+}
+
+/// `data.inventory`: the objects templates may compare against, as Gatekeeper keeps them:
+/// `cluster[apiVersion][kind][name]` for cluster-scoped objects and
+/// `namespace[namespace][apiVersion][kind][name]` for the others.
+#[derive(Debug, Clone)]
+pub struct Inventory(RegoValue);
+
+impl Inventory {
+    /// The inventory of `objects` (those without `apiVersion`, `kind` or a name are left out).
+    pub fn of<'v>(objects: impl IntoIterator<Item = &'v serde_json::Value>) -> Self {
+        let mut inventory = serde_json::json!({"cluster": {}, "namespace": {}});
+        for object in objects {
+            let text = |pointer: &str| object.pointer(pointer).and_then(serde_json::Value::as_str);
+            let (Some(api_version), Some(kind), Some(name)) =
+                (text("/apiVersion"), text("/kind"), text("/metadata/name"))
+            else {
+                continue;
+            };
+            let path: Vec<&str> = match text("/metadata/namespace").filter(|n| !n.is_empty()) {
+                Some(namespace) => vec!["namespace", namespace, api_version, kind],
+                None => vec!["cluster", api_version, kind],
+            };
+            let names = path.into_iter().fold(&mut inventory, |at, key| {
+                if !at.is_object() {
+                    *at = serde_json::Value::Object(Default::default());
+                }
+                match at {
+                    serde_json::Value::Object(map) => map
+                        .entry(key)
+                        .or_insert_with(|| serde_json::Value::Object(Default::default())),
+                    other => other,
+                }
+            });
+            if let serde_json::Value::Object(names) = names {
+                names.insert(name.to_owned(), object.clone());
+            }
+        }
+        Inventory(RegoValue::from(inventory))
+    }
+}
+
+/// A template, compiled.
+#[derive(Debug)]
+struct CompiledTemplate {
+    rego: RegoTemplate,
+    /// `spec.targets[0].operations`: the operations it reviews at the webhook (none: all).
+    operations: Vec<String>,
+}
+
+impl CompiledTemplate {
+    /// Whether the template reviews `operation` at `point`: frameworks' `Client.Review`
+    /// skips a template whose operations leave it out, at the webhook only.
+    fn reviews(&self, operation: Operation, point: EnforcementPoint) -> bool {
+        point != EnforcementPoint::Webhook
+            || self.operations.is_empty()
+            || self
+                .operations
+                .iter()
+                .any(|o| o == "*" || o == operation.as_str())
+    }
+}
+
+/// A constraint, compiled.
+struct CompiledConstraint {
+    kind: String,
+    name: String,
+    template: usize,
+    matcher: ConstraintMatcher,
+    parameters: RegoValue,
+    enforcement: Enforcement,
+}
+
+/// Every template and constraint of a policy set.
+#[derive(Default)]
+pub struct Gatekeeper {
+    templates: Vec<CompiledTemplate>,
+    /// In the order Gatekeeper lists them: by kind, then name.
+    constraints: Vec<CompiledConstraint>,
+}
+
+impl std::fmt::Debug for Gatekeeper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gatekeeper")
+            .field("templates", &self.templates.len())
+            .field("constraints", &self.constraints.len())
+            .finish()
+    }
+}
+
+/// One result: a violation of a constraint.
+struct Outcome<'g> {
+    constraint: &'g CompiledConstraint,
+    msg: String,
+}
+
+fn template_error(source: &DocumentSource, field: &str, message: impl Into<String>) -> PolicyError {
+    PolicyError::at(source, field, message)
+}
+
+/// A template's Rego: its module, libraries, syntax version, and the field they are at.
+struct RegoCode {
+    rego: String,
+    libs: Vec<String>,
+    version: Option<String>,
+    field: String,
+}
+
+/// The Rego of a template's admission target: `rego`/`libs`, or its `code` entry of engine
+/// `Rego`, with its version; `None` when it has no Rego (a CEL-only template).
+fn rego_of(
+    template: &ConstraintTemplate,
+    source: &DocumentSource,
+) -> Result<Option<RegoCode>, PolicyError> {
+    let targets = &template.spec.targets;
+    if targets.len() != 1 {
+        return Err(template_error(
+            source,
+            "spec.targets",
+            format!(
+                "a ConstraintTemplate needs exactly one target, {ADMISSION_TARGET}; it has {}",
+                targets.len()
+            ),
+        ));
+    }
+    let target = &targets[0];
+    if target.target != ADMISSION_TARGET {
+        return Err(template_error(
+            source,
+            "spec.targets[0].target",
+            format!(
+                "unsupported target {:?}; supported: {ADMISSION_TARGET}",
+                target.target
+            ),
+        ));
+    }
+    for (index, code) in target.code.iter().enumerate() {
+        match code.engine.as_str() {
+            "Rego" => {
+                let field = format!("spec.targets[0].code[{index}].source");
+                let source_spec: RegoSource =
+                    crate::policy::from_document(source, code.source.clone()).map_err(|e| {
+                        PolicyError::at(
+                            source,
+                            format!("{field}.{}", e.field.unwrap_or_default()),
+                            e.message,
+                        )
+                    })?;
+                return Ok(Some(RegoCode {
+                    rego: source_spec.rego,
+                    libs: source_spec.libs,
+                    version: source_spec.version,
+                    field,
+                }));
+            }
+            "K8sNativeValidation" => {}
+            other => {
+                return Err(template_error(
+                    source,
+                    &format!("spec.targets[0].code[{index}].engine"),
+                    format!(
+                        "unsupported engine {other:?}; supported: \"Rego\", \"K8sNativeValidation\""
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(target
+        .rego
+        .clone()
+        .filter(|rego| !rego.trim().is_empty())
+        .map(|rego| RegoCode {
+            rego,
+            libs: target.libs.clone(),
+            version: None,
+            field: "spec.targets[0]".to_owned(),
+        }))
+}
+
+impl Gatekeeper {
+    /// Compiles templates and constraints. Errors name the document and field (and for Rego,
+    /// the module and line): a template whose Rego does not compile, an unknown engine, a
+    /// constraint whose kind no template makes, an unknown enforcement action.
+    pub(crate) fn compile(
+        documents: &[(&DocumentSource, &GatekeeperDocument)],
+    ) -> Result<Self, PolicyError> {
+        let mut gatekeeper = Gatekeeper::default();
+        let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+        for (source, document) in documents {
+            let GatekeeperDocument::Template(template) = document else {
+                continue;
+            };
+            let kind = template.spec.crd.spec.names.kind.clone();
+            if kind.is_empty() {
+                return Err(template_error(
+                    source,
+                    "spec.crd.spec.names.kind",
+                    "Required value",
+                ));
+            }
+            if template.metadata.name != kind.to_lowercase() {
+                return Err(template_error(
+                    source,
+                    "metadata.name",
+                    format!(
+                        "invalid ConstraintTemplate: the ConstraintTemplate's name {:?} is not equal to the lowercase of CRD's Kind: {:?}",
+                        template.metadata.name,
+                        kind.to_lowercase()
+                    ),
+                ));
+            }
+            let Some(RegoCode {
+                rego,
+                libs,
+                version,
+                field,
+            }) = rego_of(template, source)?
+            else {
+                return Err(template_error(
+                    source,
+                    "spec.targets[0].code",
+                    "templates with only the K8sNativeValidation (CEL) engine are not supported yet; add a Rego engine",
+                ));
+            };
+            let rego =
+                RegoTemplate::compile(&rego, &libs, version.as_deref()).map_err(|error| {
+                    template_error(
+                        source,
+                        &format!("{field}.{}", error.module),
+                        format!("invalid ConstraintTemplate: {}", error.message),
+                    )
+                })?;
+            if kinds
+                .insert(kind.clone(), gatekeeper.templates.len())
+                .is_some()
+            {
+                return Err(template_error(
+                    source,
+                    "spec.crd.spec.names.kind",
+                    format!("another ConstraintTemplate makes constraint kind {kind:?}"),
+                ));
+            }
+            let operations = template.spec.targets[0].operations.clone();
+            gatekeeper
+                .templates
+                .push(CompiledTemplate { rego, operations });
+        }
+        let mut constraints = Vec::new();
+        for (source, document) in documents {
+            let GatekeeperDocument::Constraint(constraint) = document else {
+                continue;
+            };
+            constraints.push(Self::compile_constraint(source, constraint, &kinds)?);
+        }
+        constraints
+            .sort_by(|a: &CompiledConstraint, b| (&a.kind, &a.name).cmp(&(&b.kind, &b.name)));
+        gatekeeper.constraints = constraints;
+        Ok(gatekeeper)
+    }
+
+    fn compile_constraint(
+        source: &DocumentSource,
+        constraint: &Constraint,
+        kinds: &BTreeMap<String, usize>,
+    ) -> Result<CompiledConstraint, PolicyError> {
+        let Some(&template) = kinds.get(&constraint.kind) else {
+            return Err(template_error(
+                source,
+                "kind",
+                format!(
+                    "no ConstraintTemplate makes constraint kind {:?} (known: {})",
+                    constraint.kind,
+                    kinds.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        };
+        let spec = &constraint.spec;
+        let action = |text: &str, field: &str| {
+            Action::parse(text).ok_or_else(|| {
+                template_error(
+                    source,
+                    field,
+                    format!("Unsupported value: {text:?}: supported values: \"deny\", \"dryrun\", \"warn\", \"scoped\""),
+                )
+            })
+        };
+        let enforcement = match spec.enforcement_action.as_deref().unwrap_or("deny") {
+            "scoped" => {
+                let mut scoped = Vec::new();
+                for (index, entry) in spec.scoped_enforcement_actions.iter().enumerate() {
+                    let field = format!("spec.scopedEnforcementActions[{index}].action");
+                    scoped.push((
+                        action(&entry.action, &field)?,
+                        entry
+                            .enforcement_points
+                            .iter()
+                            .map(|p| p.name.clone())
+                            .collect(),
+                    ));
+                }
+                Enforcement::Scoped(scoped)
+            }
+            other => Enforcement::Single(action(other, "spec.enforcementAction")?),
+        };
+        let matcher = ConstraintMatcher::new(spec.match_.as_ref()).map_err(
+            |(field, message): (String, String)| template_error(source, &field, message),
+        )?;
+        let parameters = spec
+            .parameters
+            .clone()
+            .unwrap_or(serde_json::Value::Object(Default::default()));
+        Ok(CompiledConstraint {
+            kind: constraint.kind.clone(),
+            name: constraint.metadata.name.clone(),
+            template,
+            matcher,
+            parameters: RegoValue::from(parameters),
+            enforcement,
+        })
+    }
+
+    /// Whether there is no constraint.
+    pub fn is_empty(&self) -> bool {
+        self.constraints.is_empty()
+    }
+
+    /// How many constraints there are.
+    pub fn rule_count(&self) -> usize {
+        self.constraints.len()
+    }
+
+    /// Whether some constraint may apply to `request`, judged from its envelope and
+    /// namespace labels.
+    pub fn wants(&self, request: &AdmissionRequest, namespaces: &dyn NamespaceLookup) -> bool {
+        request.operation != Operation::Connect
+            && self
+                .constraints
+                .iter()
+                .any(|constraint| constraint.matcher.may_match(request, namespaces))
+    }
+
+    /// The webhook rules that reach every request a constraint may apply to: the kinds its
+    /// match names (as resources), every operation but CONNECT.
+    pub fn resource_rules(&self) -> Vec<ResourceRule> {
+        let operations = [Operation::Create, Operation::Update, Operation::Delete];
+        let mut rules = Vec::new();
+        for constraint in &self.constraints {
+            let Some(kinds) = constraint.matcher.kinds() else {
+                rules.push(ResourceRule::new("*", &["*"], &operations));
+                continue;
+            };
+            for (groups, kinds) in kinds {
+                let groups = if groups.is_empty() {
+                    vec!["*".to_owned()]
+                } else {
+                    groups
+                };
+                let resources: Vec<String> = if kinds.is_empty() {
+                    vec!["*".to_owned()]
+                } else {
+                    kinds
+                        .iter()
+                        .map(|kind| super::matching::plural_resource(kind))
+                        .collect()
+                };
+                for group in &groups {
+                    let resources: Vec<&str> = resources.iter().map(String::as_str).collect();
+                    rules.push(ResourceRule::new(group, &resources, &operations));
+                }
+            }
+        }
+        rules
+    }
+
+    /// Evaluates every constraint that applies to `request` at `point` and records the
+    /// results in `decision`, as Gatekeeper's webhook answers them.
+    pub fn validate(
+        &self,
+        request: &AdmissionRequest,
+        namespaces: &dyn NamespaceLookup,
+        point: EnforcementPoint,
+        inventory: Option<&Inventory>,
+        decision: &mut Decision,
+    ) {
+        if self.constraints.is_empty() || request.operation == Operation::Connect {
+            return;
+        }
+        let mut review: Option<RegoValue> = None;
+        let mut outcomes: Vec<Outcome<'_>> = Vec::new();
+        for constraint in &self.constraints {
+            if let Some(failure) = constraint
+                .matcher
+                .namespace_read_failure(request, namespaces)
+            {
+                // Gatekeeper's webhook reads the namespace of every namespaced request it
+                // reviews; when that read fails, it answers the error with a 500.
+                let namespace = request.namespace.as_deref().unwrap_or("");
+                decision.fail_request(
+                    &constraint.name,
+                    DenialStatus {
+                        code: 500,
+                        reason: "InternalError",
+                    },
+                    format!(
+                        "[{}] namespace {namespace:?} could not be read: {}",
+                        constraint.name, failure.message
+                    ),
+                );
+                return;
+            }
+            let template = &self.templates[constraint.template];
+            if !template.reviews(request.operation, point) {
+                continue;
+            }
+            let started = std::time::Instant::now();
+            let messages = if let Some(error) = constraint.matcher.match_error(request, namespaces)
+            {
+                // frameworks' autoreject: the constraint's match could not be evaluated (a
+                // namespace selector for an object whose Namespace is unknown).
+                vec![error]
+            } else if !constraint.matcher.matches(request, namespaces) {
+                continue;
+            } else {
+                let review = review.get_or_insert_with(|| {
+                    RegoValue::from(review::review(request, namespaces, point))
+                });
+                let mut input = RegoValue::new_object();
+                if let Ok(map) = input.as_object_mut() {
+                    map.insert(RegoValue::from("review"), review.clone());
+                    map.insert(RegoValue::from("parameters"), constraint.parameters.clone());
+                }
+                match template.rego.evaluate(input, inventory.map(|i| &i.0)) {
+                    Ok(violations) => violations.into_iter().map(|v| v.msg).collect(),
+                    // As the driver: an evaluation error is a result of every constraint of
+                    // the kind.
+                    Err(error) => vec![error],
+                }
+            };
+            decision.outcomes.push(PolicyOutcome {
+                kind: "Constraint",
+                policy: format!("{}/{}", constraint.kind, constraint.name).into(),
+                binding: None,
+                action: constraint.enforcement.sort_key(),
+                result: if messages.is_empty() { "pass" } else { "fail" },
+            });
+            decision.timings.push((
+                format!("{}/{}", constraint.kind, constraint.name).into(),
+                started.elapsed(),
+            ));
+            outcomes.extend(messages.into_iter().map(|msg| Outcome { constraint, msg }));
+        }
+        outcomes.sort_by(|a, b| {
+            (a.constraint.enforcement.sort_key(), &a.msg)
+                .cmp(&(b.constraint.enforcement.sort_key(), &b.msg))
+        });
+        for outcome in outcomes {
+            let text = format!("[{}] {}", outcome.constraint.name, outcome.msg);
+            for action in outcome.constraint.enforcement.actions(point) {
+                match action {
+                    Action::Deny => decision.violations.push(Violation {
+                        policy: format!("{}/{}", outcome.constraint.kind, outcome.constraint.name),
+                        rule: String::new(),
+                        path: String::new(),
+                        message: text.clone(),
+                        form: ViolationForm::Gatekeeper,
+                    }),
+                    Action::Warn => decision.warnings.push(text.clone()),
+                    Action::Dryrun => {}
+                }
+            }
+        }
+    }
+}

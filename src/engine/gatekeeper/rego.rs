@@ -1,0 +1,291 @@
+//! A template's Rego, compiled once by regorus and evaluated per constraint as Gatekeeper's
+//! hook module does (`frameworks/constraint` `pkg/client/drivers/rego/rego.go`): the template
+//! sees `input.review` and `input.parameters`, its `violation` rule yields objects with a
+//! `msg` (and optional `details`), libraries are `data.lib.*`, the inventory `data.inventory`.
+
+use std::sync::Mutex;
+
+use regorus::Value as RegoValue;
+
+/// Builtins Gatekeeper refuses in templates: they reach outside the admission request (side
+/// effects, network).
+const DISALLOWED_BUILTINS: [&str; 3] = ["http.send", "external_data", "net.lookup_ip_addr"];
+
+/// One violation a template's rule produced.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RegoViolation {
+    /// `msg`.
+    pub(crate) msg: String,
+}
+
+/// A template's modules, compiled.
+pub(crate) struct RegoTemplate {
+    /// The compiled engine; each evaluation runs on a clone.
+    prototype: Mutex<regorus::Engine>,
+    /// `data.<package>.violation`.
+    rule: String,
+}
+
+impl std::fmt::Debug for RegoTemplate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegoTemplate")
+            .field("rule", &self.rule)
+            .finish()
+    }
+}
+
+/// Where a compile error is: the module (`rego` or `libs[i]`) and the message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RegoError {
+    /// `rego` for the template's module, `libs[i]` for a library.
+    pub(crate) module: String,
+    /// What is wrong, with the line where known.
+    pub(crate) message: String,
+}
+
+/// The line (from 1) and text of the first occurrence of a disallowed builtin call in `rego`.
+fn disallowed_builtin(rego: &str) -> Option<(usize, &'static str)> {
+    for (number, line) in rego.lines().enumerate() {
+        let code = line.split('#').next().unwrap_or("");
+        for builtin in DISALLOWED_BUILTINS {
+            if let Some(at) = code.find(builtin) {
+                let before = code[..at].chars().next_back();
+                let after = code[at + builtin.len()..].trim_start().chars().next();
+                if !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.')
+                    && after == Some('(')
+                {
+                    return Some((number + 1, builtin));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The package a module declares (`package a.b` → `a.b`).
+fn package_of(rego: &str) -> Option<String> {
+    rego.lines()
+        .map(|line| line.split('#').next().unwrap_or("").trim())
+        .find_map(|line| line.strip_prefix("package "))
+        .map(|package| package.trim().to_owned())
+}
+
+impl RegoTemplate {
+    /// Compiles the template's module and its libraries (Rego v0 unless `version` is `v1`).
+    /// Errors name the module and line: a syntax error, a disallowed builtin, no `violation`
+    /// rule, a library outside `lib`.
+    pub(crate) fn compile(
+        rego: &str,
+        libs: &[String],
+        version: Option<&str>,
+    ) -> Result<Self, RegoError> {
+        let mut engine = regorus::Engine::new();
+        engine.set_rego_v0(version != Some("v1"));
+        engine.set_strict_builtin_errors(false);
+        let modules = std::iter::once(("rego".to_owned(), rego)).chain(
+            libs.iter()
+                .enumerate()
+                .map(|(i, lib)| (format!("libs[{i}]"), lib.as_str())),
+        );
+        for (module, text) in modules {
+            if let Some((line, builtin)) = disallowed_builtin(text) {
+                return Err(RegoError {
+                    module,
+                    message: format!(
+                        "line {line}: {builtin} is not allowed in ConstraintTemplates (Gatekeeper disables it)"
+                    ),
+                });
+            }
+            if module != "rego" {
+                let package = package_of(text).unwrap_or_default();
+                if package != "lib" && !package.starts_with("lib.") {
+                    return Err(RegoError {
+                        module,
+                        message: format!(
+                            "library package {package:?} must be under \"lib\" (referenced as data.lib.…)"
+                        ),
+                    });
+                }
+            }
+            engine
+                .add_policy(format!("{module}.rego"), text.to_owned())
+                .map_err(|error| RegoError {
+                    module: module.clone(),
+                    message: error.to_string(),
+                })?;
+        }
+        let package = package_of(rego).ok_or_else(|| RegoError {
+            module: "rego".into(),
+            message: "the module declares no package".into(),
+        })?;
+        let rule = format!("data.{package}.violation");
+        let declares_violation = engine
+            .has_declared_rule_rooted_at("rego.rego", "violation")
+            .unwrap_or(false)
+            || rego.lines().any(|line| {
+                let line = line.trim_start();
+                line.starts_with("violation[") || line.starts_with("violation contains")
+            });
+        if !declares_violation {
+            return Err(RegoError {
+                module: "rego".into(),
+                message: "invalid rego: missing required rule \"violation\"".into(),
+            });
+        }
+        Ok(RegoTemplate {
+            prototype: Mutex::new(engine),
+            rule,
+        })
+    }
+
+    /// Evaluates `violation` with `input` (`{"review": …, "parameters": …}`) and `inventory` as
+    /// `data.inventory`. The violations, in the rule's set order, or the evaluation's error.
+    pub(crate) fn evaluate(
+        &self,
+        input: RegoValue,
+        inventory: Option<&RegoValue>,
+    ) -> Result<Vec<RegoViolation>, String> {
+        let mut engine = self
+            .prototype
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(inventory) = inventory {
+            let mut data = RegoValue::new_object();
+            if let Ok(map) = data.as_object_mut() {
+                map.insert(RegoValue::from("inventory"), inventory.clone());
+            }
+            engine.add_data(data).map_err(|error| error.to_string())?;
+        }
+        engine.set_input(input);
+        let results = engine
+            .eval_rule(self.rule.clone())
+            .map_err(|error| error.to_string())?;
+        let mut violations = Vec::new();
+        let Ok(set) = results.as_set() else {
+            return Ok(violations);
+        };
+        for result in set.iter() {
+            // As the hook module: a result without `msg` yields nothing.
+            let Ok(object) = result.as_object() else {
+                continue;
+            };
+            let Some(msg) = object.get(&RegoValue::from("msg")) else {
+                continue;
+            };
+            let msg = match msg.as_string() {
+                Ok(text) => text.to_string(),
+                Err(_) => msg.to_json_str().unwrap_or_default(),
+            };
+            violations.push(RegoViolation { msg });
+        }
+        Ok(violations)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REQUIRED_LABELS: &str = r#"
+package k8srequiredlabels
+
+violation[{"msg": msg, "details": {"missing": missing}}] {
+  provided := {label | input.review.object.metadata.labels[label]}
+  required := {label | label := input.parameters.labels[_]}
+  missing := required - provided
+  count(missing) > 0
+  msg := sprintf("you must provide labels: %v", [missing])
+}
+"#;
+
+    fn input(labels: serde_json::Value, required: &[&str]) -> RegoValue {
+        RegoValue::from(serde_json::json!({
+            "review": {"object": {"metadata": {"labels": labels}}},
+            "parameters": {"labels": required},
+        }))
+    }
+
+    #[test]
+    fn a_template_yields_its_violations() {
+        let template = RegoTemplate::compile(REQUIRED_LABELS, &[], None).unwrap();
+        let found = template
+            .evaluate(
+                input(serde_json::json!({"app": "a"}), &["app", "owner"]),
+                None,
+            )
+            .unwrap();
+        assert_eq!(
+            found,
+            [RegoViolation {
+                msg: "you must provide labels: {\"owner\"}".into()
+            }]
+        );
+        let none = template
+            .evaluate(
+                input(
+                    serde_json::json!({"app": "a", "owner": "o"}),
+                    &["app", "owner"],
+                ),
+                None,
+            )
+            .unwrap();
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn libraries_are_data_lib() {
+        let rego = r#"
+package uses_lib
+import data.lib.helpers
+violation[{"msg": msg}] {
+  helpers.is_latest(input.review.object.spec.image)
+  msg := "latest"
+}
+"#;
+        let lib = r#"
+package lib.helpers
+is_latest(image) { endswith(image, ":latest") }
+"#;
+        let template = RegoTemplate::compile(rego, &[lib.to_owned()], None).unwrap();
+        let found = template
+            .evaluate(
+                RegoValue::from(
+                    serde_json::json!({"review": {"object": {"spec": {"image": "a:latest"}}}}),
+                ),
+                None,
+            )
+            .unwrap();
+        assert_eq!(found.len(), 1);
+    }
+
+    #[test]
+    fn bad_templates_are_refused_with_module_and_line() {
+        let error = RegoTemplate::compile(
+            "package x\nviolation[{\"msg\": m}] {\n  m := \n}",
+            &[],
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(error.module, "rego");
+        let error = RegoTemplate::compile(
+            "package x\nviolation[{\"msg\": m}] {\n  r := http.send({\"method\": \"get\"})\n  m := \"x\"\n}",
+            &[],
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(
+            error.message,
+            "line 3: http.send is not allowed in ConstraintTemplates (Gatekeeper disables it)"
+        );
+        let error = RegoTemplate::compile("package x\ndeny[m] { m := 1 }", &[], None).unwrap_err();
+        assert_eq!(
+            error.message,
+            "invalid rego: missing required rule \"violation\""
+        );
+        let error =
+            RegoTemplate::compile(REQUIRED_LABELS, &["package helpers\nx := 1".into()], None)
+                .unwrap_err();
+        assert_eq!(error.module, "libs[0]");
+    }
+}
