@@ -34,8 +34,9 @@ e2e:
 		$(CARGO) test --locked --test e2e -- --nocapture
 
 ## conformance: the generated differential test against the e2e apiserver: SEED (comma-separated
-## seeds) and CASES (total cases) choose the run; without them, the CI seed set `make test` runs.
-## Counts per divergence class are printed (docs/conformance.md)
+## seeds) and CASES (total cases) choose the run; without them, the CI seed set `make test` runs,
+## whose counts per divergence class must equal tests/fixtures/conformance/known-divergences.json
+## (other seeds print their counts; docs/conformance.md)
 conformance:
 	PORTCULLIS_E2E_BIN="$$(e2e/build-controlplane.sh | tail -n 1)" \
 	CONFORMANCE_SEEDS="$(SEED)" CONFORMANCE_CASES="$(CASES)" \
@@ -141,6 +142,13 @@ chart:
 ## helm: build Helm (pinned in e2e/helm/go.mod) into ~/.cache/portcullis-e2e/helm-VERSION
 helm:
 	e2e/build-helm.sh
+
+.PHONY: gator
+
+## gator: build Gatekeeper's gator CLI (pinned in e2e/gator/go.mod) into
+## ~/.cache/portcullis-e2e/gator-VERSION, for tests/gatekeeper_gator.rs
+gator:
+	e2e/build-gator.sh
 
 ## helm-test: the chart tests: lint, template variants, agreement with `webhook-config`, and
 ## `helm template | kubectl apply --dry-run=server` plus install/uninstall on the e2e apiserver

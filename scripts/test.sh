@@ -14,6 +14,9 @@ if command -v go >/dev/null 2>&1 || [[ -x /usr/local/go/bin/go ]]; then
   PORTCULLIS_E2E_BIN_OLD="$(e2e/build-controlplane.sh "${E2E_OLD_VERSION:-v1.30.14}" | tail -n 1)"
   PORTCULLIS_HELM="$(e2e/build-helm.sh | tail -n 1)"
   export PORTCULLIS_E2E_BIN PORTCULLIS_E2E_BIN_OLD PORTCULLIS_HELM
+  # Gatekeeper's gator, built the same way (e2e/build-gator.sh), for tests/gatekeeper_gator.rs.
+  PORTCULLIS_GATOR="$(e2e/build-gator.sh | tail -n 1)"
+  export PORTCULLIS_GATOR
 elif [[ -n "${CI:-}" ]]; then
   echo "test.sh: Go is required under CI (end-to-end and conformance tests build from Go modules)" >&2
   exit 1

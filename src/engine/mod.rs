@@ -33,6 +33,7 @@ pub use admission_policy::{ExpressionWarning, ParamLookup, ParamNeed};
 pub use decision::{
     Decision, DenialStatus, PolicyOutcome, Violation, ViolationForm, audit_annotation_key,
 };
+use gatekeeper::GatekeeperContext;
 pub use namespaces::{
     FetchFuture, Labels, NamespaceLabels, NamespaceLookup, NoNamespaces, ReadFailure,
     StaticNamespaces, namespace_object, partial_namespace_object,
@@ -79,6 +80,10 @@ pub struct EvalContext<'a> {
     pub enforcement_point: gatekeeper::EnforcementPoint,
     /// Gatekeeper's `data.inventory`; none: empty.
     pub inventory: Option<&'a gatekeeper::Inventory>,
+    /// The object as written when the request was made from an object alone (a manifest
+    /// given to `check`, an object `audit` lists): Gatekeeper's templates then see the review
+    /// `gator` and Gatekeeper's audit make of that object, not the request.
+    pub from_object: Option<&'a serde_json::Value>,
 }
 
 impl EvalContext<'static> {
@@ -92,6 +97,7 @@ impl EvalContext<'static> {
             params: None,
             enforcement_point: gatekeeper::EnforcementPoint::Webhook,
             inventory: None,
+            from_object: None,
         }
     }
 }
@@ -120,6 +126,17 @@ impl<'a> EvalContext<'a> {
             authorizer: self.authorizer,
             enforcement_point: self.enforcement_point,
             inventory: self.inventory,
+            from_object: self.from_object,
+        }
+    }
+
+    /// The same context for a request made from `object` alone, as written (see
+    /// [`EvalContext::from_object`]).
+    #[must_use]
+    pub fn made_from_object(self, from_object: Option<&'a serde_json::Value>) -> Self {
+        EvalContext {
+            from_object,
+            ..self
         }
     }
 
@@ -445,8 +462,11 @@ impl Engine {
                 self.gatekeeper.validate(
                     request,
                     context.namespaces,
-                    context.enforcement_point,
-                    context.inventory,
+                    GatekeeperContext {
+                        point: context.enforcement_point,
+                        inventory: context.inventory,
+                        from_object: context.from_object,
+                    },
                     &mut decision,
                 );
                 self.admission_policies.validate(

@@ -181,8 +181,8 @@ impl<'a> Checker<'a> {
         operation: Operation,
     ) -> Result<CheckResult, CheckError> {
         let request = Self::admission_request(document, operation);
-        let registration = matches!(document.input, Input::Manifest(_));
-        self.check_request(&document.source, &request, registration)
+        let written = document.manifest().map(|manifest| &manifest.object);
+        self.decide(&document.source, &request, written.is_some(), written)
     }
 
     /// Decides a request. With `registration`, each endpoint is called only when its rules
@@ -192,6 +192,19 @@ impl<'a> Checker<'a> {
         source: &Source,
         request: &AdmissionRequest,
         registration: bool,
+    ) -> Result<CheckResult, CheckError> {
+        let written = request.object.as_ref().filter(|_| registration);
+        self.decide(source, request, registration, written)
+    }
+
+    /// [`Checker::check_request`] of a request made from `written` (the object as written),
+    /// when it was made from an object.
+    fn decide(
+        &self,
+        source: &Source,
+        request: &AdmissionRequest,
+        registration: bool,
+        written: Option<&Value>,
     ) -> Result<CheckResult, CheckError> {
         let mut result = CheckResult {
             source: source.clone(),
@@ -217,7 +230,7 @@ impl<'a> Checker<'a> {
         // mutating webhook's denial ends the request.
         if !registration || is_registered(&self.mutate_rules, request) {
             result.webhooks.push(Endpoint::Mutate.name());
-            let mut decision = self.evaluate(source, request, Endpoint::Mutate)?;
+            let mut decision = self.evaluate(source, request, Endpoint::Mutate, written)?;
             result.patch = decision.patch.take();
             result.patched_object = decision.patched_object.take();
             merge(&mut result, decision);
@@ -234,7 +247,7 @@ impl<'a> Checker<'a> {
                 }
                 None => Cow::Borrowed(request),
             };
-            let decision = self.evaluate(source, &request, Endpoint::Validate)?;
+            let decision = self.evaluate(source, &request, Endpoint::Validate, written)?;
             merge(&mut result, decision);
         }
         result.allowed = result.violations.is_empty();
@@ -242,17 +255,20 @@ impl<'a> Checker<'a> {
         Ok(result)
     }
 
-    /// The webhook's call, with the same context (no deadline offline) and panic guard.
+    /// The webhook's call, with the same context (no deadline offline) and panic guard; a
+    /// request made `from_object` (as written) is not an AdmissionReview's.
     fn evaluate(
         &self,
         source: &Source,
         request: &AdmissionRequest,
         endpoint: Endpoint,
+        from_object: Option<&Value>,
     ) -> Result<Decision, CheckError> {
         let mut context = EvalContext::new(endpoint)
             .with_namespaces(self.namespaces)
             .at_enforcement_point(self.enforcement_point)
-            .with_inventory(self.inventory);
+            .with_inventory(self.inventory)
+            .made_from_object(from_object);
         if let Some(authorizer) = &self.authorizer {
             context = context.with_authorizer(authorizer);
         }

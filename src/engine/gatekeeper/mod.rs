@@ -7,6 +7,7 @@
 //! `dryrun` results are only counted.
 
 pub(crate) mod matching;
+mod parameters;
 mod rego;
 mod review;
 
@@ -50,6 +51,18 @@ impl EnforcementPoint {
             EnforcementPoint::Gator => "gator.gatekeeper.sh",
         }
     }
+}
+
+/// What a Gatekeeper evaluation needs besides the request.
+#[derive(Debug, Clone, Copy)]
+pub struct GatekeeperContext<'a> {
+    /// Where the constraints are enforced.
+    pub point: EnforcementPoint,
+    /// `data.inventory`.
+    pub inventory: Option<&'a Inventory>,
+    /// The object as written, when the request was made from it alone (the review is then
+    /// built from it, as `gator` and Gatekeeper's audit build it).
+    pub from_object: Option<&'a serde_json::Value>,
 }
 
 /// An enforcement action.
@@ -152,6 +165,8 @@ impl Inventory {
 #[derive(Debug)]
 struct CompiledTemplate {
     rego: RegoTemplate,
+    /// The schema of the constraints' `spec.parameters`.
+    schema: Option<serde_json::Value>,
     /// `spec.targets[0].operations`: the operations it reviews at the webhook (none: all).
     operations: Vec<String>,
 }
@@ -349,16 +364,35 @@ impl Gatekeeper {
                 ));
             }
             let operations = template.spec.targets[0].operations.clone();
-            gatekeeper
-                .templates
-                .push(CompiledTemplate { rego, operations });
+            let schema = template
+                .spec
+                .crd
+                .spec
+                .validation
+                .as_ref()
+                .filter(|v| v.legacy_schema != Some(true))
+                .and_then(|v| v.open_api_v3_schema.clone());
+            gatekeeper.templates.push(CompiledTemplate {
+                rego,
+                operations,
+                schema,
+            });
         }
         let mut constraints = Vec::new();
         for (source, document) in documents {
             let GatekeeperDocument::Constraint(constraint) = document else {
                 continue;
             };
-            constraints.push(Self::compile_constraint(source, constraint, &kinds)?);
+            let compiled = Self::compile_constraint(source, constraint, &kinds)?;
+            if let (Some(schema), Some(parameters)) = (
+                &gatekeeper.templates[compiled.template].schema,
+                &constraint.spec.parameters,
+            ) {
+                parameters::check(schema, parameters, "spec.parameters").map_err(|message| {
+                    PolicyError::at(source, "", format!("invalid constraint: {message}"))
+                })?;
+            }
+            constraints.push(compiled);
         }
         constraints
             .sort_by(|a: &CompiledConstraint, b| (&a.kind, &a.name).cmp(&(&b.kind, &b.name)));
@@ -440,11 +474,9 @@ impl Gatekeeper {
     /// Whether some constraint may apply to `request`, judged from its envelope and
     /// namespace labels.
     pub fn wants(&self, request: &AdmissionRequest, namespaces: &dyn NamespaceLookup) -> bool {
-        request.operation != Operation::Connect
-            && self
-                .constraints
-                .iter()
-                .any(|constraint| constraint.matcher.may_match(request, namespaces))
+        self.constraints
+            .iter()
+            .any(|constraint| constraint.matcher.may_match(request, namespaces))
     }
 
     /// The webhook rules that reach every request a constraint may apply to: the kinds its
@@ -486,11 +518,15 @@ impl Gatekeeper {
         &self,
         request: &AdmissionRequest,
         namespaces: &dyn NamespaceLookup,
-        point: EnforcementPoint,
-        inventory: Option<&Inventory>,
+        context: GatekeeperContext<'_>,
         decision: &mut Decision,
     ) {
-        if self.constraints.is_empty() || request.operation == Operation::Connect {
+        let GatekeeperContext {
+            point,
+            inventory,
+            from_object,
+        } = context;
+        if self.constraints.is_empty() {
             return;
         }
         let mut review: Option<RegoValue> = None;
@@ -530,7 +566,7 @@ impl Gatekeeper {
                 continue;
             } else {
                 let review = review.get_or_insert_with(|| {
-                    RegoValue::from(review::review(request, namespaces, point))
+                    RegoValue::from(review::review(request, namespaces, point, from_object))
                 });
                 let mut input = RegoValue::new_object();
                 if let Ok(map) = input.as_object_mut() {

@@ -10,15 +10,17 @@ use super::EnforcementPoint;
 use crate::admission::AdmissionRequest;
 use crate::engine::NamespaceLookup;
 
-/// The review of `request` at `point`.
+/// The review of `request` at `point`: made from the object it was made from, as written
+/// (`from_object`), or the request as sent.
 pub(super) fn review(
     request: &AdmissionRequest,
     namespaces: &dyn NamespaceLookup,
     point: EnforcementPoint,
+    from_object: Option<&Value>,
 ) -> Value {
-    let mut review = match point {
-        EnforcementPoint::Webhook => webhook_review(request),
-        EnforcementPoint::Audit | EnforcementPoint::Gator => object_review(request),
+    let mut review = match from_object {
+        Some(object) => object_review(request, object),
+        None => webhook_review(request),
     };
     // The webhook clears the namespace of a request on a Namespace (`createReviewForRequest`).
     let is_namespace = request.kind.group.is_empty() && request.kind.kind == "Namespace";
@@ -40,7 +42,8 @@ pub(super) fn review(
     Value::Object(review)
 }
 
-/// The AdmissionRequest as Go's encoding writes it: `object`, `oldObject` and `options` are
+/// The AdmissionRequest (the webhook's, or an AdmissionReview given to gator) as Go's encoding
+/// writes it: `object`, `oldObject` and `options` are
 /// always there (null when empty), as are `uid`, `resource`, `operation` and `userInfo`. On
 /// DELETE, `object` is the old object (`setObjectOnDelete`).
 fn webhook_review(request: &AdmissionRequest) -> Map<String, Value> {
@@ -60,12 +63,8 @@ fn webhook_review(request: &AdmissionRequest) -> Map<String, Value> {
 
 /// The request gator makes of an object (its DELETE, with the object as `oldObject`, is not
 /// made offline).
-fn object_review(request: &AdmissionRequest) -> Map<String, Value> {
-    let object = request
-        .object
-        .clone()
-        .or_else(|| request.old_object.clone())
-        .unwrap_or(Value::Null);
+fn object_review(request: &AdmissionRequest, object: &Value) -> Map<String, Value> {
+    let object = object.clone();
     let mut review = Map::new();
     review.insert("uid".into(), Value::String(String::new()));
     review.insert(
