@@ -43,6 +43,13 @@ fn warning_origin(warning: &str) -> (String, Option<String>) {
     {
         return (policy.to_owned(), Some(rule.to_owned()));
     }
+    // A Gatekeeper constraint's: `[constraint] msg`.
+    if let Some(rest) = warning.strip_prefix('[')
+        && let Some((constraint, _)) = rest.split_once("] ")
+        && !constraint.contains([' ', '/'])
+    {
+        return (constraint.to_owned(), None);
+    }
     let quoted_after = |marker: &str| -> Option<String> {
         let start = warning.find(marker)? + marker.len();
         let end = warning[start..].find('\'')?;

@@ -609,6 +609,17 @@ impl Gatekeeper {
                         form: ViolationForm::Gatekeeper,
                     }),
                     Action::Warn => decision.warnings.push(text.clone()),
+                    // Gatekeeper's audit lists dryrun violations with the others; here they
+                    // are audit annotations of the constraint, which `audit` reports.
+                    Action::Dryrun if point == EnforcementPoint::Audit => {
+                        let key =
+                            format!("{}/{}", outcome.constraint.kind, outcome.constraint.name);
+                        let entry = decision.audit_annotations.entry(key).or_default();
+                        if !entry.is_empty() {
+                            entry.push('\n');
+                        }
+                        entry.push_str(&text);
+                    }
                     Action::Dryrun => {}
                 }
             }
