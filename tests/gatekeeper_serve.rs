@@ -74,7 +74,7 @@ fn a_template_that_does_not_compile_names_its_file_field_and_line() {
          \"http://example.com\"})\n          msg := \"x\"\n        }\n",
     )
     .unwrap();
-    let error = format!("{:#}", load_engine(&[template.clone()]).unwrap_err());
+    let error = format!("{:#}", load_engine(&[template]).unwrap_err());
     assert!(error.contains("broken.yaml (document 0)"), "{error}");
     assert!(error.contains("spec.targets[0].rego"), "{error}");
     assert!(
