@@ -1,78 +1,9 @@
 #!/usr/bin/env bash
-# Build Helm from the pinned Go module under e2e/helm/ into a cache folder
-# outside git, as build-controlplane.sh does for kube-apiserver. The chart
-# tests (tests/helm.rs) and `make helm-lint` use it.
-#
-# The binary is rebuilt only when its stamp (version, go.mod/go.sum hash, Go
-# version, build flags) differs from what this script would build now.
-#
-# Env:
-#   PORTCULLIS_E2E_CACHE  cache root (default: $HOME/.cache/portcullis-e2e)
-#   GO                    go binary (default: `go` on PATH, else /usr/local/go/bin/go)
-#   GOSUMDB, GOTOOLCHAIN, GOPROXY  passed through to go unchanged (go.sum is
-#                         committed, so the checksum database is not needed)
-#
-# Progress goes to stderr; the last line on stdout is the helm binary's path.
+# Build Helm from the pinned Go module under e2e/helm/ into a cache folder outside git
+# (e2e/build-go-tool.sh). The chart tests (tests/helm.rs) and `make helm` use it. As Helm's own
+# Makefile: static, stripped, an honest `helm version`. The last line on stdout is the binary.
 set -euo pipefail
-
 HELM_VERSION=v4.3.2
-
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-cache_root="${PORTCULLIS_E2E_CACHE:-${HOME}/.cache/portcullis-e2e}"
-bin_dir="${cache_root}/helm-${HELM_VERSION}"
-mod_dir="${here}/helm"
-
-log() { printf 'build-helm: %s\n' "$*" >&2; }
-die() { log "error: $*"; exit 1; }
-
-go_bin="${GO:-}"
-if [[ -z "${go_bin}" ]]; then
-  if command -v go >/dev/null 2>&1; then
-    go_bin="$(command -v go)"
-  elif [[ -x /usr/local/go/bin/go ]]; then
-    go_bin=/usr/local/go/bin/go
-  else
-    die "go not found: install Go >= 1.26 (or set GO=/path/to/go); it is needed to build helm"
-  fi
-fi
-[[ -x "${go_bin}" ]] || command -v "${go_bin}" >/dev/null 2>&1 || die "GO=${go_bin} is not executable"
-command -v sha256sum >/dev/null 2>&1 || die "sha256sum not found (coreutils)"
-
-# The pin lives in go.mod; refuse to build if it drifts from the version named
-# here (the stamp and the -X flag use it).
-grep -Eq "^require helm\.sh/helm/v4 ${HELM_VERSION}( |\$)" "${mod_dir}/go.mod" \
-  || die "e2e/helm/go.mod does not require helm.sh/helm/v4 ${HELM_VERSION}"
-
-mkdir -p "${bin_dir}"
-
-# One build at a time per cache folder (the lock the control plane build uses).
-if command -v flock >/dev/null 2>&1; then
-  exec 9>"${cache_root}/.build.lock"
-  flock 9
-fi
-
-go_version="$("${go_bin}" env GOVERSION)"
-pkg=helm.sh/helm/v4/cmd/helm
-# As Helm's own Makefile: static (CGO_ENABLED=0), stripped, an honest `helm version`.
-ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=${HELM_VERSION} -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
-out="${bin_dir}/helm"
-stamp_file="${bin_dir}/.helm.stamp"
-sum_hash="$(cat "${mod_dir}/go.mod" "${mod_dir}/go.sum" | sha256sum | cut -d' ' -f1)"
-stamp="name=helm version=${HELM_VERSION} package=${pkg} mod-sha256=${sum_hash} go=${go_version} cgo=0 ldflags=${ldflags}"
-
-t0=${SECONDS}
-if [[ -x "${out}" && -f "${stamp_file}" && "$(cat "${stamp_file}")" == "${stamp}" ]]; then
-  log "warm: helm ${HELM_VERSION} up to date (${out}), $((SECONDS - t0))s"
-else
-  log "helm ${HELM_VERSION}: building ${pkg} (a minute or more on a cold cache)..."
-  rm -f "${stamp_file}"
-  (
-    cd "${mod_dir}"
-    # -mod=readonly: go.mod/go.sum are the pins; never rewrite them here.
-    CGO_ENABLED=0 nice -n 19 "${go_bin}" build -mod=readonly -trimpath -ldflags "${ldflags}" -o "${out}.tmp.$$" "${pkg}"
-  ) || { rm -f "${out}.tmp.$$"; die "building helm failed (see go output above)"; }
-  mv -f "${out}.tmp.$$" "${out}"
-  printf '%s\n' "${stamp}" > "${stamp_file}"
-  log "cold: built helm ${HELM_VERSION} in $((SECONDS - t0))s"
-fi
-printf '%s\n' "${out}"
+exec "$(dirname "$0")/build-go-tool.sh" helm "${HELM_VERSION}" helm.sh/helm/v4 \
+  helm.sh/helm/v4/cmd/helm \
+  "-s -w -X helm.sh/helm/v4/internal/version.version=${HELM_VERSION} -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
