@@ -445,22 +445,10 @@ impl Matcher {
 /// The resource name of a kind: lower case, pluralised the way Kubernetes' built-in kinds are.
 /// Policies matching custom resources by kind should name `resources` for exact registration.
 pub fn plural_resource(kind: &str) -> String {
-    if kind == "*" {
-        return "*".into();
-    }
-    let lower = kind.to_ascii_lowercase();
-    match lower.as_str() {
-        "endpoints" => lower,
-        _ if lower.ends_with("policy") => format!("{}ies", &lower[..lower.len() - 1]),
-        _ if lower.ends_with("class") || lower.ends_with("ss") || lower.ends_with('x') => {
-            format!("{lower}es")
-        }
-        _ if lower.ends_with('y')
-            && !lower[..lower.len() - 1].ends_with(['a', 'e', 'i', 'o', 'u']) =>
-        {
-            format!("{}ies", &lower[..lower.len() - 1])
-        }
-        _ => format!("{lower}s"),
+    match kind {
+        "*" => "*".into(),
+        _ if kind.eq_ignore_ascii_case("endpoints") => "endpoints".into(),
+        _ => crate::kubernetes::names::plural_resource(kind),
     }
 }
 
