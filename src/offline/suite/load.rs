@@ -32,12 +32,17 @@ pub(super) fn is_suite_document(value: &Value) -> bool {
     value.get("kind").and_then(Value::as_str) == Some(KIND)
 }
 
+/// A `PolicyTest` or a gator `Suite`.
+pub(super) fn is_any_suite(value: &Value) -> bool {
+    is_suite_document(value) || super::gator::is_gator_suite(value)
+}
+
 /// A suite file to run, or why a path given yields none.
 pub(super) type SuiteFile = Result<(PathBuf, String), (String, String)>;
 
 /// The suite files among `paths`, in order: a file is taken as given; a folder is searched
-/// (with its subfolders) for `.yaml`/`.yml` files holding a `PolicyTest`. Files there that
-/// are not YAML at all (templates, say) are passed over.
+/// (with its subfolders) for `.yaml`/`.yml` files holding a `PolicyTest` or a gator `Suite`.
+/// Files there that are not YAML at all (templates, say) are passed over.
 pub(super) fn suite_files(paths: &[PathBuf]) -> Vec<SuiteFile> {
     let mut suites = Vec::new();
     for path in paths {
@@ -60,13 +65,16 @@ pub(super) fn suite_files(paths: &[PathBuf]) -> Vec<SuiteFile> {
                 continue;
             };
             let holds_suite = yaml_documents(&file, &text)
-                .is_ok_and(|documents| documents.iter().any(|(_, v)| is_suite_document(v)));
+                .is_ok_and(|documents| documents.iter().any(|(_, v)| is_any_suite(v)));
             if holds_suite {
                 suites.push(Ok((file, text)));
             }
         }
         if suites.len() == before {
-            suites.push(Err((shown, format!("no {KIND} found in this folder"))));
+            suites.push(Err((
+                shown,
+                format!("no {KIND} found in this folder (nor a gator Suite)"),
+            )));
         }
     }
     suites

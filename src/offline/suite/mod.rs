@@ -26,8 +26,12 @@
 //! Cases are decided by the same [`Checker`] as `portcullis check`. Every field is checked
 //! strictly: an unknown field, a case that selects no resource or several, or an `expect`
 //! that states nothing makes the suite an error, not a silent pass.
+//!
+//! OPA Gatekeeper's gator `Suite` documents (`test.gatekeeper.sh`) found among the suites run
+//! as `gator verify` runs them (module `gator`), in the same result table.
 
 mod compare;
+mod gator;
 mod load;
 
 use std::collections::BTreeMap;
@@ -43,7 +47,7 @@ use crate::authorization::AnswerTable;
 use crate::engine::{Engine, Violation};
 pub use compare::first_difference;
 use compare::run_case;
-use load::{is_suite_document, load_suite, suite_files};
+use load::{is_any_suite, is_suite_document, load_suite, suite_files};
 
 /// `apiVersion` of a suite.
 pub const API_VERSION: &str = "portcullis.dev/v1alpha1";
@@ -239,6 +243,8 @@ pub enum CaseStatus {
     Fail,
     /// The suite could not be loaded, or the case not evaluated.
     Error,
+    /// Not run: skipped by the suite, or (gator suites) not supported, with the reason.
+    Skip,
 }
 
 impl CaseStatus {
@@ -247,6 +253,7 @@ impl CaseStatus {
             CaseStatus::Pass => "PASS",
             CaseStatus::Fail => "FAIL",
             CaseStatus::Error => "ERROR",
+            CaseStatus::Skip => "SKIP",
         }
     }
 }
@@ -309,13 +316,18 @@ impl SuiteRun {
         for row in &self.rows {
             line(&row.suite, &row.case, row.status.label(), &row.reason);
         }
-        let _ = writeln!(
+        let _ = write!(
             out,
             "{} passed, {} failed, {} errors",
             self.count(CaseStatus::Pass),
             self.count(CaseStatus::Fail),
             self.count(CaseStatus::Error)
         );
+        let skipped = self.count(CaseStatus::Skip);
+        if skipped > 0 {
+            let _ = write!(out, ", {skipped} skipped");
+        }
+        out.push('\n');
         out
     }
 
@@ -362,7 +374,7 @@ pub fn run_suites_with<E: fmt::Display>(
                 continue;
             }
         };
-        if !documents.iter().any(|(_, value)| is_suite_document(value)) {
+        if !documents.iter().any(|(_, value)| is_any_suite(value)) {
             let mut kinds: Vec<&str> = Vec::new();
             for (_, value) in &documents {
                 let kind = value
@@ -375,16 +387,27 @@ pub fn run_suites_with<E: fmt::Display>(
             }
             run.error(
                 shown,
-                format!("holds no {KIND} (kinds: {})", kinds.join(", ")),
+                format!(
+                    "holds no {KIND} (kinds: {}) and no gator {}",
+                    kinds.join(", "),
+                    gator::KIND
+                ),
             );
             continue;
         }
         for (source, value) in documents {
+            if gator::is_gator_suite(&value) {
+                gator::run_suite(&source, value, &mut run);
+                continue;
+            }
             if !is_suite_document(&value) {
                 let kind = value.get("kind").and_then(Value::as_str).unwrap_or("none");
                 run.error(
                     source.to_string(),
-                    format!("kind: expected {KIND}, got {kind} (a suite file holds only suites)"),
+                    format!(
+                        "kind: expected {KIND} or gator {}, got {kind} (a suite file holds only suites)",
+                        gator::KIND
+                    ),
                 );
                 continue;
             }
