@@ -117,13 +117,14 @@ pub const SUPPORTED_KINDS: [(&str, &str); 7] = [
 
 /// API groups whose documents must be ones Portcullis reads: anything else in them is a
 /// mistake, never a parameter object.
-const RESERVED_GROUPS: [&str; 6] = [
+const RESERVED_GROUPS: [&str; 7] = [
     "portcullis.dev",
     "pod-security.admission.config.k8s.io",
     admission_policy::GROUP,
     "apiextensions.k8s.io",
     gatekeeper::TEMPLATES_GROUP,
     gatekeeper::CONSTRAINTS_GROUP,
+    "config.gatekeeper.sh",
 ];
 
 /// The error for a document Portcullis does not read.
