@@ -93,7 +93,7 @@ pub struct SourcedDocument {
 }
 
 /// The kinds Portcullis reads, as `apiVersion` and `kind`.
-pub const SUPPORTED_KINDS: [(&str, &str); 7] = [
+pub const SUPPORTED_KINDS: [(&str, &str); 9] = [
     (
         "pod-security.admission.config.k8s.io/v1",
         "PodSecurityConfiguration",
@@ -113,6 +113,8 @@ pub const SUPPORTED_KINDS: [(&str, &str); 7] = [
         "MutatingAdmissionPolicyBinding",
     ),
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+    ("templates.gatekeeper.sh/v1", "ConstraintTemplate"),
+    ("constraints.gatekeeper.sh/v1beta1", "<a ConstraintTemplate's kind>"),
 ];
 
 /// API groups whose documents must be ones Portcullis reads: anything else in them is a
