@@ -114,7 +114,10 @@ pub const SUPPORTED_KINDS: [(&str, &str); 9] = [
     ),
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
     ("templates.gatekeeper.sh/v1", "ConstraintTemplate"),
-    ("constraints.gatekeeper.sh/v1beta1", "<a ConstraintTemplate's kind>"),
+    (
+        "constraints.gatekeeper.sh/v1beta1",
+        "<a ConstraintTemplate's kind>",
+    ),
 ];
 
 /// API groups whose documents must be ones Portcullis reads: anything else in them is a
