@@ -14,6 +14,10 @@ validations) on bench/fixtures/pod-small-review.json, in alternating rounds at c
 Section "Alternating rounds": the 10 KB Pod and the ConfigMap against the floor, the standard
 set and the Go peer (and, with --baseline, an earlier build's floor and standard set), in
 alternating rounds at c=16.
+Section "Gatekeeper": the 10 KB Pod against the floor, bench/fixtures/vap alone and
+tests/fixtures/bench/gatekeeper (a ConstraintTemplate making the VAP's 10 checks in Rego, and its
+constraint), in alternating rounds at c=16, each round beside `gator bench` (--gator) of the same
+template, constraint and Pod: its CPU per review from its process's rusage.
 
 Figures come from oha's JSON output (latency, throughput, errors) and /proc/PID (CPU, memory).
 Everything goes to 127.0.0.1 only. `--smoke` runs the floor server with one body at c=1 and c=4
@@ -64,6 +68,15 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 ROUND_REQUESTS = {"pod-10kb": 10000, "configmap": 20000}
 # BENCH_ROUNDS_H2=0 leaves out the rounds over HTTP/2.
 ROUNDS_H2 = os.environ.get("BENCH_ROUNDS_H2", "1") != "0"
+# Gatekeeper section: the template + constraint, the VAP making the same checks, and the floor
+# take turns on the 10 KB Pod, BENCH_GATEKEEPER_ROUNDS rounds of c=16, each round followed by a
+# `gator bench` run of the same template, constraint and Pod (GATOR_ITERATIONS reviews, and once
+# GATOR_BASE_ITERATIONS, whose CPU is subtracted: process start, setup, warm-up).
+GATEKEEPER = ROOT / "tests/fixtures/bench/gatekeeper"
+GATEKEEPER_ROUNDS = int(os.environ.get("BENCH_GATEKEEPER_ROUNDS", "5"))
+GATEKEEPER_REQUESTS = 10000
+GATOR_ITERATIONS = 3000
+GATOR_BASE_ITERATIONS = 100
 HEAVY_BODY = ROOT / "bench/fixtures/pod-44-containers-review.json"
 # Isolation run: heavy requests kept in flight, and the cheap requests' rate and count.
 HEAVY_IN_FLIGHT = 8
@@ -461,7 +474,9 @@ def main():
     ap.add_argument("--note", action="append", default=[], help="a line for the notes")
     ap.add_argument("--baseline", help="another Portcullis binary (an earlier build): the rounds "
                     "and small-Pod sections also run its servers, in the same rounds")
-    ap.add_argument("--only", choices=["isolation", "small-pod", "rounds"],
+    ap.add_argument("--gator", help="Gatekeeper's gator binary (e2e/build-gator.sh): the Gatekeeper "
+                    "section runs `gator bench` beside the servers; without it, that part is skipped")
+    ap.add_argument("--only", choices=["isolation", "small-pod", "rounds", "gatekeeper"],
                     help="run one section only (its markdown is printed, not written to --out)")
     args = ap.parse_args()
 
@@ -510,7 +525,8 @@ def run(args, workdir):
 
     scale = args.scale
     if args.only:
-        section = {"isolation": isolation, "small-pod": small_pod, "rounds": rounds}[args.only]
+        section = {"isolation": isolation, "small-pod": small_pod, "rounds": rounds,
+                   "gatekeeper": gatekeeper}[args.only]
         md.extend(section(args, oha, workdir, certs, scale))
         md.append("## Notes\n")
         md.extend(f"- {n}" for n in notes)
@@ -665,6 +681,7 @@ def run(args, workdir):
 
     md.extend(small_pod(args, oha, workdir, certs, scale))
     md.extend(rounds(args, oha, workdir, certs, scale))
+    md.extend(gatekeeper(args, oha, workdir, certs, scale))
     md.extend(isolation(args, oha, workdir, certs, scale))
 
     md.append("## Notes\n")
@@ -822,6 +839,169 @@ def rounds(args, oha, workdir, certs, scale):
                 ratios.append([f"{body}: {b} / {a} CPU per review",
                                median(b, body, "cpu_per_1000") / median(a, body, "cpu_per_1000")])
     md.append(table(["ratio (medians)", "value"], ratios) + "\n")
+    if failed:
+        md.append(f"**{failed} requests failed.**\n")
+    SECTION_FAILURES.append(failed)
+    return md
+
+
+def go_duration_us(text):
+    """A Go duration as gator prints it (`833.309µs`, `5.02ms`, `1m2.5s`), in µs."""
+    import re
+
+    units = {"ns": 1e-3, "us": 1.0, "µs": 1.0, "μs": 1.0, "ms": 1e3, "s": 1e6, "m": 6e7, "h": 3.6e9}
+    parts = re.findall(r"([0-9.]+)(ns|us|µs|μs|ms|s|m|h)", text or "")
+    return sum(float(number) * units[unit] for number, unit in parts) if parts else None
+
+
+def gator_bench(gator, files, iterations):
+    """One `gator bench` run (Rego engine, sequential, with --memory) of `files`: its JSON result
+    for the Rego engine, with `cpu_seconds`, the process's user + system CPU (rusage)."""
+    argv = [gator, "bench", "--engine", "rego", "--iterations", str(iterations), "--memory",
+            "--output", "json"]
+    for f in files:
+        argv += ["--filename", str(f)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if run.returncode != 0:
+        raise SystemExit(f"gator bench failed ({run.returncode}): {run.stderr.strip()}")
+    # Warnings (fewer than 1000 iterations) come before the JSON.
+    results = json.loads(run.stdout[run.stdout.index("["):])
+    result = next(r for r in results if r.get("engine") == "rego")
+    result["cpu_seconds"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return result
+
+
+def gatekeeper(args, oha, workdir, certs, scale):
+    """Gatekeeper's ConstraintTemplates (issue 34): the 10 KB Pod against the floor, the VAP and
+    the template + constraint making the same checks, side by side in alternating rounds of c=16
+    (HTTP/1.1, and HTTP/2 unless BENCH_ROUNDS_H2=0); after each round, `gator bench` of the same
+    template, constraint and Pod in-process, whose CPU per review is its process's CPU over
+    GATOR_ITERATIONS reviews less that of a GATOR_BASE_ITERATIONS run (start, setup, warm-up)."""
+    import statistics
+
+    body = BODIES["pod-10kb"]
+    check = subprocess.run([args.portcullis, "check", "--policies", GATEKEEPER, body],
+                           capture_output=True, text=True)
+    if check.returncode != 0 or "ALLOWED" not in check.stdout:
+        reason = (check.stderr or check.stdout).strip().splitlines()
+        return ["## Gatekeeper: a Rego ConstraintTemplate beside the same checks as a VAP\n",
+                "Skipped: `portcullis check` does not admit the 10 KB Pod under "
+                f"tests/fixtures/bench/gatekeeper (`{reason[-1] if reason else check.returncode}`).\n"]
+    empty = workdir / "empty"
+    servers = [portcullis(args.portcullis, "floor", [empty], workdir, certs),
+               portcullis(args.portcullis, "vap", [VAP], workdir, certs),
+               portcullis(args.portcullis, "gatekeeper", [GATEKEEPER], workdir, certs)]
+    baseline_note = ""
+    if args.baseline:
+        check = subprocess.run([args.baseline, "check", "--policies", GATEKEEPER, body],
+                               capture_output=True, text=True)
+        if check.returncode == 0 and "ALLOWED" in check.stdout:
+            servers.append(portcullis(args.baseline, "baseline-gatekeeper", [GATEKEEPER],
+                                      workdir, certs))
+            baseline_note = f" `baseline-gatekeeper`: {args.baseline}."
+        else:
+            baseline_note = f" The baseline ({args.baseline}) does not admit the Pod under the template: not run."
+    for server in servers:
+        RUNNING.append(server.start())
+    n = max(1000, int(GATEKEEPER_REQUESTS * scale))
+    transports = {"HTTP/1.1": False}
+    if ROUNDS_H2:
+        transports["HTTP/2"] = True
+    bodies = {t: (body, n, h2) for t, h2 in transports.items()}
+    runs = {(server.name, t): [] for server in servers for t in bodies}
+    gator_runs, gator_base = [], None
+    if args.gator:
+        # The object alone, as gator reads its inputs (it reviews every non-policy document).
+        pod = workdir / "gator" / "pod-10kb.json"
+        pod.parent.mkdir(exist_ok=True)
+        pod.write_text(json.dumps(json.loads(body.read_text())["request"]["object"]))
+        gator_files = [GATEKEEPER / "template.yaml", GATEKEEPER / "constraint.yaml", pod]
+        gator_n = max(GATOR_BASE_ITERATIONS * 2, int(GATOR_ITERATIONS * scale))
+        gator_base = gator_bench(args.gator, gator_files, GATOR_BASE_ITERATIONS)
+        if gator_base["violationCount"]:
+            raise SystemExit("gator bench: the 10 KB Pod violates the bench template")
+    for path, count, h2 in bodies.values():
+        for server in servers:
+            oha.run(server, "/validate", path, max(256, count // 10), 16, h2=h2)
+    for _ in range(GATEKEEPER_ROUNDS):
+        for t, (path, count, h2) in bodies.items():
+            for server in servers:
+                r = oha.run(server, "/validate", path, count, 16, h2=h2)
+                runs[(server.name, t)].append(r)
+                log(f"{server.name} {t} c=16: {r['rps']:.0f} req/s, "
+                    f"{r['cpu_per_1000']:.4f} CPU s / 1000, failed {r['failed']}")
+        if args.gator:
+            g = gator_bench(args.gator, gator_files, gator_n)
+            g["cpu_us_per_review"] = ((g["cpu_seconds"] - gator_base["cpu_seconds"]) * 1e6
+                                      / (gator_n - GATOR_BASE_ITERATIONS))
+            gator_runs.append(g)
+            log(f"gator bench {gator_n} reviews: {g['cpu_us_per_review']:.0f} µs CPU per review, "
+                f"mean {g['latencies']['mean']}")
+    for server in servers:
+        server.stop()
+        RUNNING.remove(server)
+    failed = sum(r["failed"] for rs in runs.values() for r in rs)
+    median = lambda name, t, key: statistics.median(r[key] for r in runs[(name, t)])  # noqa: E731
+    cpu = lambda name, t: median(name, t, "cpu_per_1000") * 1000  # noqa: E731
+    md = ["## Gatekeeper: a Rego ConstraintTemplate beside the same checks as a VAP\n",
+          f"`/validate` with the 10 KB Pod, c=16, {n} requests per round, {GATEKEEPER_ROUNDS} rounds, "
+          "the servers in turn; HTTP/1.1 on 16 connections"
+          + (" and HTTP/2 on one connection carrying 16 requests at a time" if ROUNDS_H2 else "")
+          + ". `vap`: bench/fixtures/vap alone (10 CEL validations); `gatekeeper`: "
+          "tests/fixtures/bench/gatekeeper alone (a ConstraintTemplate whose Rego makes the same "
+          "10 checks, and its constraint); `floor`: no policies. Server CPU per review in µs "
+          "(ms per 1,000)." + baseline_note + "\n"]
+    rows = []
+    for (name, t), rs in runs.items():
+        rows.append([name, t, median(name, t, "rps"), cpu(name, t),
+                     " / ".join(f"{r['rps']:.0f}" for r in rs),
+                     " / ".join(f"{r['cpu_per_1000'] * 1000:.1f}" for r in rs),
+                     sum(r["failed"] for r in rs)])
+    md.append(table(["server", "transport", "median req/s", "median CPU µs / review",
+                     "req/s per round", "CPU µs / review per round", "failed"], rows) + "\n")
+    ratios = []
+    for t in bodies:
+        ratios += [
+            [f"{t}: gatekeeper / vap CPU per review", cpu("gatekeeper", t) / cpu("vap", t)],
+            [f"{t}: gatekeeper / vap CPU per review above the floor",
+             (cpu("gatekeeper", t) - cpu("floor", t)) / max(cpu("vap", t) - cpu("floor", t), 1e-9)],
+            [f"{t}: gatekeeper / floor throughput", median("gatekeeper", t, "rps") / median("floor", t, "rps")],
+            [f"{t}: vap / floor throughput", median("vap", t, "rps") / median("floor", t, "rps")],
+        ]
+        if ("baseline-gatekeeper", t) in runs:
+            ratios.append([f"{t}: baseline-gatekeeper / gatekeeper CPU per review",
+                           cpu("baseline-gatekeeper", t) / cpu("gatekeeper", t)])
+    if gator_runs:
+        gator_cpu = statistics.median(g["cpu_us_per_review"] for g in gator_runs)
+        for t in bodies:
+            ratios += [
+                [f"{t}: gator bench CPU per review / gatekeeper server CPU per review",
+                 gator_cpu / cpu("gatekeeper", t)],
+                [f"{t}: gator bench CPU per review / gatekeeper server CPU per review above the floor",
+                 gator_cpu / max(cpu("gatekeeper", t) - cpu("floor", t), 1e-9)],
+            ]
+    md.append(table(["ratio (medians)", "value"], ratios) + "\n")
+    if gator_runs:
+        version = subprocess.run([args.gator, "--version"], capture_output=True, text=True).stdout.strip()
+        md.append(f"`gator bench --engine rego --memory` ({version.split(' (')[0]}): the same template, "
+                  f"constraint and Pod (the object alone, as gator reads it), {gator_n} reviews per "
+                  f"round, one review at a time, in one process; CPU per review = (its CPU − the "
+                  f"CPU of a {GATOR_BASE_ITERATIONS}-review run: {gator_base['cpu_seconds']:.2f} s) / "
+                  f"{gator_n - GATOR_BASE_ITERATIONS}. Its own figures are wall time per review "
+                  "(mean, p50, p99) and Go's allocations per review.\n")
+        md.append(table(["round", "CPU µs / review", "mean µs", "p50 µs", "p99 µs", "reviews/s",
+                         "allocs / review", "bytes / review", "violations"],
+                        [[i + 1, g["cpu_us_per_review"], go_duration_us(g["latencies"]["mean"]),
+                          go_duration_us(g["latencies"]["p50"]), go_duration_us(g["latencies"]["p99"]),
+                          g["reviewsPerSecond"], (g.get("memoryStats") or {}).get("allocsPerReview"),
+                          (g.get("memoryStats") or {}).get("bytesPerReview"), g["violationCount"]]
+                         for i, g in enumerate(gator_runs)]) + "\n")
+        md.append(f"gator bench, median of the rounds: {gator_cpu:.0f} µs of CPU per review.\n")
+    else:
+        md.append("`gator bench` skipped: no gator binary (`--gator`; bench/run.sh builds it with "
+                  "e2e/build-gator.sh when Go is present).\n")
     if failed:
         md.append(f"**{failed} requests failed.**\n")
     SECTION_FAILURES.append(failed)

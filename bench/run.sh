@@ -12,6 +12,8 @@
 #   oha         cargo install --locked --root $CACHE oha   (crates.io, pinned version)
 #   go-webhook  bench/build-go-peer.sh: go build from the committed go.mod/go.sum (Go module
 #               proxy), in $CACHE/go-webhook/<hash of sources and Go version>/, reused when present
+#   gator       e2e/build-gator.sh: Gatekeeper's gator v3.23.1 from e2e/gator/go.mod, in
+#               ~/.cache/portcullis-e2e/gator-<version>/ (the Gatekeeper section's `gator bench`)
 # CACHE = ${PORTCULLIS_BENCH_CACHE:-$HOME/.cache/portcullis-bench}.
 #
 # Environment: BENCH_SCALE (request counts, default 1; the smoke ignores it), BENCH_NICE (nice
@@ -20,8 +22,9 @@
 # BENCH_BASELINE_BIN (an earlier build of portcullis, run beside this one in the rounds and
 # small-Pod sections),
 # BENCH_ROUNDS and BENCH_SMALL_POD_ROUNDS (rounds of those sections, 5 each), BENCH_ROUNDS_H2=0
-# (the rounds section without its HTTP/2 runs), BENCH_ONLY (one section: isolation, small-pod or
-# rounds).
+# (the rounds and Gatekeeper sections without their HTTP/2 runs), BENCH_ONLY (one section:
+# isolation, small-pod, rounds or gatekeeper), BENCH_GATEKEEPER_ROUNDS (5), PORTCULLIS_GATOR
+# (the gator binary; skips its build), BENCH_SKIP_GATOR=1 (no `gator bench`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -79,6 +82,25 @@ else
   NOTES+=(--note "Go peer: controller-runtime $CR, pod-security-admission $PSA, $("$GO" version | cut -d' ' -f3), GOMAXPROCS default.")
 fi
 
+# ---- gator (the Gatekeeper section: a full run, or BENCH_ONLY=gatekeeper) ----
+GATOR_ARGS=()
+if [[ -z "${BENCH_ONLY:-}" || "${BENCH_ONLY}" == gatekeeper ]]; then
+  GATOR="${PORTCULLIS_GATOR:-}"
+  if [[ -n "${BENCH_SKIP_GATOR:-}" ]]; then
+    NOTES+=(--note "gator bench skipped: BENCH_SKIP_GATOR is set.")
+    GATOR=""
+  elif [[ -z "$GATOR" && -x "$GO" ]]; then
+    GATOR="$(GO="$GO" e2e/build-gator.sh | tail -n 1)"
+  elif [[ -z "$GATOR" ]]; then
+    say "Go not found: gator bench is skipped"
+    NOTES+=(--note "gator bench skipped: no Go toolchain to build gator.")
+  fi
+  if [[ -n "$GATOR" ]]; then
+    GATOR_ARGS=(--gator "$GATOR")
+    NOTES+=(--note "gator: $("$GATOR" --version | cut -d' ' -f1-3,7-), GOMAXPROCS default.")
+  fi
+fi
+
 NOTES+=(--note "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), $(uname -r), load average before the run: $(cut -d' ' -f1-3 /proc/loadavg); oha $("$OHA" --version | awk '{print $2}') runs on the same cores; $("$PORTCULLIS" --version); date $(date -u +%FT%TZ).")
 NOTES+=(--note "Portcullis runs with its defaults (one info log line per decision, to a file; requests no rule wants at debug, not written); the Go peer logs nothing.")
 
@@ -88,4 +110,4 @@ EXTRA_ARGS=()
 
 mkdir -p bench/results
 nice -n "${BENCH_NICE:-0}" python3 bench/loadbench.py --portcullis "$PORTCULLIS" --oha "$OHA" \
-  "${PEER_ARGS[@]}" "${EXTRA_ARGS[@]}" "${NOTES[@]}" --out bench/results/latest.md
+  "${PEER_ARGS[@]}" "${GATOR_ARGS[@]}" "${EXTRA_ARGS[@]}" "${NOTES[@]}" --out bench/results/latest.md

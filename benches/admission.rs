@@ -298,12 +298,122 @@ fn small_pod(c: &mut Criterion) {
     group.finish();
 }
 
+/// Gatekeeper (issue 34): the 10 KB Pod under tests/fixtures/bench/gatekeeper (a
+/// ConstraintTemplate whose Rego makes the 10 checks of bench/fixtures/vap, and its constraint)
+/// and under that ValidatingAdmissionPolicy, side by side: `Engine::evaluate` as `serve` calls
+/// it (the webhook's review) and as `check` calls it (`gator`'s review, made from the object:
+/// what `gator bench` evaluates). Then the template alone on regorus, to split the cost: a
+/// clone of the compiled engine and `violation` evaluated on it, with the prototype unprepared
+/// (as compiled) and prepared (after one evaluation), the clone alone, the review turned into
+/// regorus's input, and the compile of the template's one regular expression.
+fn gatekeeper(c: &mut Criterion) {
+    use portcullis::engine::gatekeeper::EnforcementPoint;
+    use regorus::Value as RegoValue;
+
+    let root = env!("CARGO_MANIFEST_DIR");
+    let template_folder = format!("{root}/tests/fixtures/bench/gatekeeper");
+    let rego_engine =
+        Engine::load(&[template_folder.clone().into()]).expect("bench ConstraintTemplate");
+    let vap_engine =
+        Engine::load(&[format!("{root}/bench/fixtures/vap").into()]).expect("bench VAP");
+    let body = std::fs::read(format!("{root}/tests/fixtures/bench/pod-10kb.json")).unwrap();
+    let review = parse_review(&body).unwrap();
+    let webhook = EvalContext::new(Endpoint::Validate);
+    let gator = EvalContext::new(Endpoint::Validate)
+        .at_enforcement_point(EnforcementPoint::Gator)
+        .made_from_object(review.request.object.as_ref());
+    let mut group = c.benchmark_group("gatekeeper");
+    for (name, engine, context) in [
+        ("rego-template", &rego_engine, &webhook),
+        ("vap-10-validations", &vap_engine, &webhook),
+        ("rego-template-gator-review", &rego_engine, &gator),
+        ("vap-10-validations-gator-review", &vap_engine, &gator),
+    ] {
+        let decision = engine.evaluate(&review.request, context).unwrap();
+        assert!(decision.allowed(), "{name}: {:?}", decision.violations);
+        assert!(
+            decision.warnings.is_empty(),
+            "{name}: {:?}",
+            decision.warnings
+        );
+        group.bench_function(format!("validate/{name}/pod-10kb"), |b| {
+            b.iter(|| {
+                black_box(
+                    engine
+                        .evaluate(black_box(&review.request), context)
+                        .unwrap(),
+                )
+            })
+        });
+    }
+
+    // The template's Rego alone, compiled as src/engine/gatekeeper/rego.rs compiles it.
+    let template: serde_json::Value = serde_norway::from_str(
+        &std::fs::read_to_string(format!("{template_folder}/template.yaml")).unwrap(),
+    )
+    .unwrap();
+    let rego = template["spec"]["targets"][0]["rego"]
+        .as_str()
+        .expect("the template's rego")
+        .to_owned();
+    let mut unprepared = regorus::Engine::new();
+    unprepared.set_rego_v0(true);
+    unprepared.set_strict_builtin_errors(false);
+    unprepared.add_policy("rego.rego".into(), rego).unwrap();
+    let rule = "data.benchpodchecks.violation".to_owned();
+    // The webhook's review as regorus input: the request as JSON, `namespaceObject` null.
+    let to_input = |request: &portcullis::admission::AdmissionRequest| {
+        let mut review = serde_json::to_value(request).unwrap();
+        review["namespaceObject"] = serde_json::Value::Null;
+        let mut input = RegoValue::new_object();
+        let map = input.as_object_mut().unwrap();
+        map.insert(RegoValue::from("review"), RegoValue::from(review));
+        map.insert(RegoValue::from("parameters"), RegoValue::new_object());
+        input
+    };
+    let input = to_input(&review.request);
+    let mut prepared = unprepared.clone();
+    prepared.set_input(input.clone());
+    let violations = prepared.eval_rule(rule.clone()).unwrap();
+    assert_eq!(violations.as_set().map(|set| set.len()).ok(), Some(0));
+    for (name, prototype) in [("unprepared", &unprepared), ("prepared", &prepared)] {
+        group.bench_function(format!("regorus/clone+eval/{name}/pod-10kb"), |b| {
+            b.iter(|| {
+                let mut engine = black_box(prototype).clone();
+                engine.set_input(input.clone());
+                black_box(engine.eval_rule(rule.clone()).unwrap())
+            })
+        });
+        group.bench_function(format!("regorus/clone/{name}"), |b| {
+            b.iter(|| black_box(black_box(prototype).clone()))
+        });
+    }
+    group.bench_function("regorus/review-to-input/pod-10kb", |b| {
+        b.iter(|| black_box(to_input(black_box(&review.request))))
+    });
+    // What regorus's `regex.match` does per call without its `cache` feature: compile the
+    // pattern (src/builtins/regex.rs, a 100 KiB size limit), here with Portcullis's features of
+    // the regex crates.
+    group.bench_function("regorus/regex-compile", |b| {
+        b.iter(|| {
+            black_box(
+                regex::RegexBuilder::new(black_box(":[^/]+$"))
+                    .size_limit(100 * 1024)
+                    .build()
+                    .unwrap(),
+            )
+        })
+    });
+    group.finish();
+}
+
 criterion_group!(
     benches,
     pipeline,
     router,
     standard_set,
     defaulting,
-    small_pod
+    small_pod,
+    gatekeeper
 );
 criterion_main!(benches);
