@@ -20,11 +20,14 @@
 //! Without `PORTCULLIS_GATOR` the gator tests are skipped with a message, except under
 //! `CI=true`, where they fail. Everything runs as local processes on fixture files.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use common::gator;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -45,24 +48,6 @@ const SCENARIOS: &[&str] = &[
     "request-context",
     "required-labels",
 ];
-
-/// The gator binary (`PORTCULLIS_GATOR`); `None` skips the test with a message, except under
-/// `CI=true`, where a missing binary fails it.
-fn gator() -> Option<PathBuf> {
-    match std::env::var_os("PORTCULLIS_GATOR") {
-        Some(path) => Some(PathBuf::from(path)),
-        None if std::env::var_os("CI").is_some() => {
-            panic!("CI is set but PORTCULLIS_GATOR is not: run `make test` (scripts/test.sh)")
-        }
-        None => {
-            eprintln!(
-                "SKIPPED gatekeeper test: PORTCULLIS_GATOR is not set (`make gator` builds gator \
-                 with e2e/build-gator.sh; scripts/test.sh sets it)"
-            );
-            None
-        }
-    }
-}
 
 fn fixtures() -> PathBuf {
     Path::new(ROOT).join("tests/fixtures/gatekeeper")

@@ -15,33 +15,18 @@
 //!   assertions replaced by `violations: 0`, so that both print every violation's message:
 //!   the messages are the same, in the same order.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::gator;
 use serde_json::Value;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const PORTCULLIS: &str = env!("CARGO_BIN_EXE_portcullis");
-
-/// The gator binary (`PORTCULLIS_GATOR`); `None` skips the test with a message, except under
-/// `CI=true`, where a missing binary fails it.
-fn gator() -> Option<PathBuf> {
-    match std::env::var_os("PORTCULLIS_GATOR") {
-        Some(path) => Some(PathBuf::from(path)),
-        None if std::env::var_os("CI").is_some() => {
-            panic!("CI is set but PORTCULLIS_GATOR is not: run `make test` (scripts/test.sh)")
-        }
-        None => {
-            eprintln!(
-                "SKIPPED gator comparison: PORTCULLIS_GATOR is not set (`make gator` builds gator \
-                 with e2e/build-gator.sh; scripts/test.sh sets it)"
-            );
-            None
-        }
-    }
-}
 
 /// The scenario folders of `tests/fixtures/gatekeeper/` that hold a `suite.yaml`, sorted.
 fn scenarios() -> Vec<PathBuf> {

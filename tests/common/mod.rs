@@ -57,3 +57,21 @@ where
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// The gator binary (`PORTCULLIS_GATOR`, set by scripts/test.sh); `None` skips the calling
+/// test with a message, except under `CI=true`, where a missing binary fails it.
+pub fn gator() -> Option<PathBuf> {
+    match std::env::var_os("PORTCULLIS_GATOR") {
+        Some(path) => Some(PathBuf::from(path)),
+        None if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but PORTCULLIS_GATOR is not: run `make test` (scripts/test.sh)")
+        }
+        None => {
+            eprintln!(
+                "SKIPPED gator test: PORTCULLIS_GATOR is not set (`make gator` builds gator with \
+                 e2e/build-gator.sh; scripts/test.sh sets it)"
+            );
+            None
+        }
+    }
+}

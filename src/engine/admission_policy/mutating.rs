@@ -3,6 +3,7 @@
 //! (`k8s.io/apiserver/pkg/admission/plugin/policy/mutating/dispatcher.go`).
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value as Json;
@@ -468,13 +469,7 @@ fn run_policy(
             // The apiserver's mutating dispatcher returns a Status the read gave as it is, and
             // any other failure as the namespace not found; the request fails with it alone,
             // whatever the failurePolicy.
-            decision.outcomes.push(PolicyOutcome {
-                kind: "MutatingAdmissionPolicy",
-                policy: name.clone(),
-                binding: None,
-                action: "Mutate",
-                result: "error",
-            });
+            decision.outcomes.push(policy_error_outcome(name));
             let namespace = request.namespace.as_deref().unwrap_or("");
             let (status, message) = match failure.status {
                 Some((code, reason)) => (DenialStatus::of_api(code, &reason), failure.message),
@@ -489,13 +484,7 @@ fn run_policy(
         }
         Err(Undispatched::Policy(error)) => {
             // A policy that cannot be configured: the apiserver's generic policy error.
-            decision.outcomes.push(PolicyOutcome {
-                kind: "MutatingAdmissionPolicy",
-                policy: name.clone(),
-                binding: None,
-                action: "Mutate",
-                result: "error",
-            });
+            decision.outcomes.push(policy_error_outcome(name));
             if fail {
                 if decision.violations.is_empty() {
                     decision.denial_status = Some(DenialStatus {
@@ -517,6 +506,17 @@ fn run_policy(
     let took = took?;
     decision.timings.push((policy.core.name.clone(), took));
     Some(changed)
+}
+
+/// The outcome of a policy that evaluated nothing for an error of its own.
+fn policy_error_outcome(name: &Arc<str>) -> PolicyOutcome {
+    PolicyOutcome {
+        kind: "MutatingAdmissionPolicy",
+        policy: name.clone(),
+        binding: None,
+        action: "Mutate",
+        result: "error",
+    }
 }
 
 /// Runs every bound MutatingAdmissionPolicy, in document order, on `object`. When any of them
