@@ -26,18 +26,8 @@ pub(crate) fn go_format_g(d: f64) -> String {
     if d.is_infinite() {
         return if d > 0.0 { "+Inf" } else { "-Inf" }.to_owned();
     }
-    // Rust's `{:e}` has the shortest digits that round-trip, as Go's shortest formatting.
-    let scientific = format!("{d:e}");
-    let (mantissa, exponent) = scientific
-        .split_once('e')
-        .unwrap_or((scientific.as_str(), "0"));
-    let exponent: i32 = exponent.parse().unwrap_or(0);
-    let (sign, mantissa) = match mantissa.strip_prefix('-') {
-        Some(rest) => ("-", rest),
-        None => ("", mantissa),
-    };
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let mut out = String::from(sign);
+    let (digits, exponent) = go_shortest_digits(d);
+    let mut out = String::from(if d.is_sign_negative() { "-" } else { "" });
     if !(-4..6).contains(&exponent) {
         out.push_str(&digits[..1]);
         if digits.len() > 1 {
@@ -67,6 +57,42 @@ pub(crate) fn go_format_g(d: f64) -> String {
         }
     }
     out
+}
+
+/// The shortest digits that read back as `|d|` (finite), and the exponent of the first, as
+/// Go's `strconv` picks them: among the shortest, the closest to `d`, and when two are as
+/// close, the one whose last digit is even. Rust's `{:e}` picks the same but for that tie,
+/// where it takes the larger (`949662798391029.25`: Go `…029.2`, Rust `…029.3`).
+pub(crate) fn go_shortest_digits(d: f64) -> (String, i32) {
+    let abs = d.abs();
+    let (mut digits, exponent) = split_scientific(&format!("{abs:e}"));
+    // A tie: the exact value has one digit more than the shortest, a 5, and the shortest
+    // rounded it up to an odd digit. Both neighbours are then within half a unit in the last
+    // place of the double, which takes 16 digits or more (2^-53 relative).
+    let last = digits.as_bytes()[digits.len() - 1];
+    if digits.len() >= 15 && (last - b'0') % 2 == 1 {
+        // Every double's exact decimal expansion has at most 767 significant digits.
+        let (exact, _) = split_scientific(&format!("{abs:.800e}"));
+        let exact = exact.trim_end_matches('0');
+        if exact.len() == digits.len() + 1 && exact.ends_with('5') {
+            let lower = &exact[..digits.len()];
+            let reads_back = format!("0.{lower}e{}", exponent + 1)
+                .parse::<f64>()
+                .is_ok_and(|x| x == abs);
+            if reads_back && lower != digits && !lower.ends_with('0') {
+                digits = lower.to_owned();
+            }
+        }
+    }
+    (digits, exponent)
+}
+
+/// The digits (without the point) and the exponent of Rust's `{:e}` text of a non-negative
+/// double.
+fn split_scientific(text: &str) -> (String, i32) {
+    let (mantissa, exponent) = text.split_once('e').unwrap_or((text, "0"));
+    let digits = mantissa.chars().filter(char::is_ascii_digit).collect();
+    (digits, exponent.parse().unwrap_or(0))
 }
 
 /// A timestamp as Go's `t.Format(time.RFC3339Nano)` writes it: in its own offset (`Z` for
@@ -162,6 +188,10 @@ mod tests {
             (f64::NAN, "NaN"),
             (f64::INFINITY, "+Inf"),
             (f64::NEG_INFINITY, "-Inf"),
+            // Two shortest candidates as close: Go takes the even one.
+            (949_662_798_391_029.2, "9.496627983910292e+14"),
+            (-180_013_294_179_781.62, "-1.8001329417978162e+14"),
+            (1_869_115_183_105_143.2, "1.8691151831051432e+15"),
         ] {
             assert_eq!(go_format_g(d), text, "{d:?}");
         }

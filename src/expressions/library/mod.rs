@@ -2,14 +2,16 @@
 //!
 //! Provided by `cel` 0.15 and used as is: the standard library, optionals, the strings
 //! extension (`charAt`, `indexOf`, `lastIndexOf`, `lowerAscii`, `upperAscii`, `replace`, `split`,
-//! `substring`, `trim`, `join`, `format`, `strings.quote`), the lists extension (`slice`,
+//! `substring`, `trim`, `join`, `strings.quote`; not its `format`, which follows cel-go's
+//! formatting v2, where Kubernetes runs v1: [`string_format`]), the lists extension (`slice`,
 //! `flatten`, `distinct`, `reverse`, `sort`, `sortBy`, `lists.range`, `first`, `last`). The
 //! crate's math and encoders extensions and `cel.bind` are not declared: Kubernetes v1.37 has
 //! none of them (the apiserver refuses `math.*`, `base64.*` and `cel.bind` at create).
 //!
 //! Added here: Kubernetes lists (`isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf`),
 //! sets, regex (`find`, `findAll`, and a caching `matches`), `url`, `ip`, `cidr`, `quantity`,
-//! `semver`, `format`, `jsonpatch.escapeKey` and `authorizer`.
+//! `semver`, `format`, `jsonpatch.escapeKey`, `authorizer`, and `string.format` as cel-go's
+//! formatting v1 writes it.
 
 use std::cell::RefCell;
 use std::cmp::Ordering;
@@ -17,7 +19,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use cel::common::types::{DYN_TYPE, Type};
+use cel::common::types::{DYN_TYPE, STRING_TYPE, Type};
 use cel::common::value::{CowVal, Val};
 use cel::objects::{Key, Map, Opaque, OptionalValue};
 use cel::{Env, ExecutionError, Value};
@@ -33,6 +35,7 @@ mod patterns;
 mod quantity;
 mod regexp_errors;
 mod semver;
+mod string_format;
 mod urls;
 
 use self::{authz::*, formats::*, lists::*, net::*, patterns::*, quantity::*, semver::*, urls::*};
@@ -265,6 +268,17 @@ macro_rules! members {
 /// Registers the Kubernetes libraries on `env` (which has the standard library).
 pub(super) fn register(env: &mut Env) {
     use cel::extensions;
+    // Ahead of the strings extension's `string.format(list)`, so that calls find this one:
+    // the first overload declared that accepts the arguments runs. Its argument is `dyn`,
+    // as a second `(string, list)` signature would be refused.
+    env.add_member_overload(
+        "format",
+        "k8s_string_format_v1",
+        STRING_TYPE,
+        vec![DYN_TYPE],
+        string_format::format,
+    )
+    .expect("string.format");
     env.add_extension(extensions::strings).expect("strings");
     env.add_extension(extensions::lists).expect("lists");
     env.add_extension(extensions::math).expect("math");
