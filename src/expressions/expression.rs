@@ -359,6 +359,18 @@ mod tests {
     }
 
     #[test]
+    fn string_format_is_a_string() {
+        let typed =
+            |source: &str| Expression::compile(source, false).map(|e| e.output_type().to_string());
+        assert_eq!(
+            typed("'%s has %d'.format([object.metadata.name, 1])").as_deref(),
+            Ok("string")
+        );
+        assert_eq!(typed("'%s'.format(object.list)").as_deref(), Ok("string"));
+        assert!(typed("'%s'.format('a')").is_err());
+    }
+
+    #[test]
     fn evaluates_and_checks_references() {
         assert_eq!(
             eval(

@@ -1305,6 +1305,7 @@ fn member_result(name: &str, target: &CelType, args: &[CelType]) -> Option<Resul
     Some(match name {
         "contains" | "startsWith" | "endsWith" | "matches" => on_string(T::Bool, &[&[T::String]]),
         "lowerAscii" | "upperAscii" | "trim" => on_string(T::String, &[&[]]),
+        "format" => on_string(T::String, &[&[T::List(Box::new(T::Dyn))]]),
         "charAt" => on_string(T::String, &[&[T::Int]]),
         "replace" => on_string(
             T::String,
