@@ -20,8 +20,14 @@ pub(crate) struct RegoViolation {
 
 /// A template's modules, compiled.
 pub(crate) struct RegoTemplate {
-    /// The compiled engine; each evaluation runs on a clone.
-    prototype: Mutex<regorus::Engine>,
+    /// The compiled engine, prepared for evaluation (its modules analysed once); each
+    /// evaluation without an inventory runs on a clone.
+    prototype: regorus::Engine,
+    /// The prototype with the last inventory given added as `data.inventory`, prepared again:
+    /// evaluations with that same inventory (the same value, not an equal one) run on a clone
+    /// of it, so the inventory is added and the modules analysed once per inventory, not per
+    /// evaluation.
+    with_inventory: Mutex<Option<(RegoValue, regorus::Engine)>>,
     /// `data.<package>.violation`.
     rule: String,
 }
@@ -132,8 +138,10 @@ impl RegoTemplate {
                 message: "invalid rego: missing required rule \"violation\"".into(),
             });
         }
+        prepare(&mut engine, &rule);
         Ok(RegoTemplate {
-            prototype: Mutex::new(engine),
+            prototype: engine,
+            with_inventory: Mutex::new(None),
             rule,
         })
     }
@@ -145,18 +153,10 @@ impl RegoTemplate {
         input: RegoValue,
         inventory: Option<&RegoValue>,
     ) -> Result<Vec<RegoViolation>, String> {
-        let mut engine = self
-            .prototype
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        if let Some(inventory) = inventory {
-            let mut data = RegoValue::new_object();
-            if let Ok(map) = data.as_object_mut() {
-                map.insert(RegoValue::from("inventory"), inventory.clone());
-            }
-            engine.add_data(data).map_err(|error| error.to_string())?;
-        }
+        let mut engine = match inventory {
+            None => self.prototype.clone(),
+            Some(inventory) => self.with_inventory(inventory)?,
+        };
         engine.set_input(input);
         let results = engine
             .eval_rule(self.rule.clone())
@@ -180,6 +180,52 @@ impl RegoTemplate {
             violations.push(RegoViolation { msg });
         }
         Ok(violations)
+    }
+
+    /// A clone of the prototype with `inventory` as `data.inventory`: of the one kept for the
+    /// last inventory when `inventory` is that same value, else of one made (and kept) now.
+    fn with_inventory(&self, inventory: &RegoValue) -> Result<regorus::Engine, String> {
+        let mut kept = self
+            .with_inventory
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some((kept_inventory, engine)) = kept.as_ref()
+            && same_value(kept_inventory, inventory)
+        {
+            return Ok(engine.clone());
+        }
+        let mut engine = self.prototype.clone();
+        let mut data = RegoValue::new_object();
+        if let Ok(map) = data.as_object_mut() {
+            map.insert(RegoValue::from("inventory"), inventory.clone());
+        }
+        engine.add_data(data).map_err(|error| error.to_string())?;
+        prepare(&mut engine, &self.rule);
+        *kept = Some((inventory.clone(), engine.clone()));
+        Ok(engine)
+    }
+}
+
+/// Prepares `engine` for evaluation now rather than at its (every clone's) first evaluation:
+/// regorus analyses the modules (schedule, rules, functions, imports, loop hoisting) when an
+/// engine whose policies or data changed is first evaluated, and a clone of an unprepared
+/// engine starts unprepared. `compile_with_entrypoint` prepares the engine without evaluating
+/// anything; its result is not needed. An error here (a module regorus cannot analyse) is left
+/// to the evaluation, which meets it again and reports it as before.
+fn prepare(engine: &mut regorus::Engine, rule: &str) {
+    let _ = engine.compile_with_entrypoint(&rule.into());
+}
+
+/// Whether `a` and `b` are the same value: the same object (or array, set, string) in memory,
+/// not merely equal ones, so that a kept engine is reused only for the very inventory it holds.
+fn same_value(a: &RegoValue, b: &RegoValue) -> bool {
+    use std::sync::Arc;
+    match (a, b) {
+        (RegoValue::Object(a), RegoValue::Object(b)) => Arc::ptr_eq(a, b),
+        (RegoValue::Array(a), RegoValue::Array(b)) => Arc::ptr_eq(a, b),
+        (RegoValue::Set(a), RegoValue::Set(b)) => Arc::ptr_eq(a, b),
+        (RegoValue::String(a), RegoValue::String(b)) => Arc::ptr_eq(a, b),
+        _ => false,
     }
 }
 
@@ -257,6 +303,46 @@ is_latest(image) { endswith(image, ":latest") }
             )
             .unwrap();
         assert_eq!(found.len(), 1);
+    }
+
+    #[test]
+    fn the_inventory_is_data_inventory_each_evaluation_its_own() {
+        let rego = r#"
+package unique
+violation[{"msg": msg}] {
+  data.inventory.cluster.v1.Thing[name]
+  name != input.review.object.metadata.name
+  msg := sprintf("also %v", [name])
+}
+"#;
+        let template = RegoTemplate::compile(rego, &[], None).unwrap();
+        let inventory = |names: &[&str]| {
+            let things: serde_json::Map<_, _> = names
+                .iter()
+                .map(|name| (name.to_string(), serde_json::json!({})))
+                .collect();
+            RegoValue::from(serde_json::json!({"cluster": {"v1": {"Thing": things}}}))
+        };
+        let x = || {
+            RegoValue::from(serde_json::json!({"review": {"object": {"metadata": {"name": "x"}}}}))
+        };
+        let messages = |inventory: Option<&RegoValue>| -> Vec<String> {
+            let found = template.evaluate(x(), inventory).unwrap();
+            found.into_iter().map(|v| v.msg).collect()
+        };
+        let xy = inventory(&["x", "y"]);
+        let xz = inventory(&["x", "z"]);
+        assert_eq!(messages(Some(&xy)), ["also y"]);
+        assert_eq!(messages(Some(&xy)), ["also y"]);
+        assert_eq!(messages(Some(&xz)), ["also z"]);
+        // An equal inventory that is another value, none, and the first one again.
+        assert_eq!(messages(Some(&inventory(&["x", "z"]))), ["also z"]);
+        assert!(messages(None).is_empty());
+        assert_eq!(messages(Some(&xy)), ["also y"]);
+        assert_eq!(
+            messages(Some(&inventory(&["x", "y", "w"]))),
+            ["also w", "also y"]
+        );
     }
 
     #[test]

@@ -4,6 +4,9 @@
 //! resource, operation and userInfo). Both gain `namespaceObject` (frameworks' rego driver):
 //! the request's Namespace, or null for a cluster-scoped object; gator's is always `{}`.
 
+use std::collections::BTreeMap;
+
+use regorus::Value as RegoValue;
 use serde_json::{Map, Value, json};
 
 use super::EnforcementPoint;
@@ -11,14 +14,16 @@ use crate::admission::AdmissionRequest;
 use crate::engine::NamespaceLookup;
 
 /// The review of `request` at `point`: made from the object it was made from, as written
-/// (`from_object`), or the request as sent.
+/// (`from_object`), or the request as sent. Built as regorus's value directly: the request's
+/// small fields by way of JSON, `object` and `oldObject` read once from where they are (no copy
+/// of them into an intermediate JSON review).
 pub(super) fn review(
     request: &AdmissionRequest,
     namespaces: &dyn NamespaceLookup,
     point: EnforcementPoint,
     from_object: Option<&Value>,
-) -> Value {
-    let mut review = match from_object {
+) -> RegoValue {
+    let (mut review, objects) = match from_object {
         Some(object) => object_review(request, object),
         None => webhook_review(request),
     };
@@ -39,32 +44,86 @@ pub(super) fn review(
         (_, None) => Value::Null,
     };
     review.insert("namespaceObject".into(), namespace_object);
-    Value::Object(review)
+    let mut fields: BTreeMap<RegoValue, RegoValue> = review
+        .iter()
+        .map(|(key, value)| (RegoValue::from(key.as_str()), rego_value(value)))
+        .collect();
+    for (field, object) in [
+        ("object", objects.object),
+        ("oldObject", objects.old_object),
+    ] {
+        fields.insert(
+            RegoValue::from(field),
+            object.map_or(RegoValue::Null, rego_value),
+        );
+    }
+    RegoValue::from(fields)
+}
+
+/// `json` as regorus's value: what `RegoValue::from(json.clone())` makes (regorus's
+/// deserializer), without the clone and the deserializer's detours. Numbers as that visits
+/// them: a non-negative integer as `u64`, a negative one as `i64`, any other as `f64` (finite:
+/// JSON numbers are, so its refusal of a non-finite one cannot arise).
+fn rego_value(json: &Value) -> RegoValue {
+    match json {
+        Value::Null => RegoValue::Null,
+        Value::Bool(value) => RegoValue::Bool(*value),
+        Value::Number(number) => {
+            if let Some(value) = number.as_u64() {
+                RegoValue::from(value)
+            } else if let Some(value) = number.as_i64() {
+                RegoValue::from(value)
+            } else if let Some(value) = number.as_f64() {
+                RegoValue::from(value)
+            } else {
+                RegoValue::Undefined
+            }
+        }
+        Value::String(text) => RegoValue::from(text.as_str()),
+        Value::Array(items) => RegoValue::from(items.iter().map(rego_value).collect::<Vec<_>>()),
+        Value::Object(map) => RegoValue::from(
+            map.iter()
+                .map(|(key, value)| (RegoValue::from(key.as_str()), rego_value(value)))
+                .collect::<BTreeMap<_, _>>(),
+        ),
+    }
+}
+
+/// The review's `object` and `oldObject` (null when `None`), kept out of its JSON so that each
+/// is converted once, from where it is.
+struct Objects<'a> {
+    object: Option<&'a Value>,
+    old_object: Option<&'a Value>,
 }
 
 /// The AdmissionRequest (the webhook's, or an AdmissionReview given to gator) as Go's encoding
 /// writes it: `object`, `oldObject` and `options` are
 /// always there (null when empty), as are `uid`, `resource`, `operation` and `userInfo`. On
 /// DELETE, `object` is the old object (`setObjectOnDelete`).
-fn webhook_review(request: &AdmissionRequest) -> Map<String, Value> {
-    let Ok(Value::Object(mut review)) = serde_json::to_value(request) else {
-        return Map::new();
+fn webhook_review(request: &AdmissionRequest) -> (Map<String, Value>, Objects<'_>) {
+    let mut objects = Objects {
+        object: request.object.as_ref(),
+        old_object: request.old_object.as_ref(),
     };
     if request.operation == crate::admission::Operation::Delete
         && let Some(old) = &request.old_object
     {
-        review.insert("object".into(), old.clone());
+        objects.object = Some(old);
     }
-    for field in ["object", "oldObject", "options"] {
-        review.entry(field).or_insert(Value::Null);
-    }
-    review
+    // The request without `object` and `oldObject`, which `objects` holds.
+    let Value::Object(mut review) = request.attributes_json() else {
+        return (Map::new(), objects);
+    };
+    review.entry("options").or_insert(Value::Null);
+    (review, objects)
 }
 
 /// The request gator makes of an object (its DELETE, with the object as `oldObject`, is not
 /// made offline).
-fn object_review(request: &AdmissionRequest, object: &Value) -> Map<String, Value> {
-    let object = object.clone();
+fn object_review<'a>(
+    request: &AdmissionRequest,
+    object: &'a Value,
+) -> (Map<String, Value>, Objects<'a>) {
     let mut review = Map::new();
     review.insert("uid".into(), Value::String(String::new()));
     review.insert(
@@ -91,8 +150,143 @@ fn object_review(request: &AdmissionRequest, object: &Value) -> Map<String, Valu
     }
     review.insert("operation".into(), Value::String(String::new()));
     review.insert("userInfo".into(), json!({}));
-    review.insert("object".into(), object);
-    review.insert("oldObject".into(), Value::Null);
     review.insert("options".into(), Value::Null);
-    review
+    let objects = Objects {
+        object: Some(object),
+        old_object: None,
+    };
+    (review, objects)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{NoNamespaces, StaticNamespaces};
+
+    fn request(json: Value) -> AdmissionRequest {
+        serde_json::from_value(json).unwrap()
+    }
+
+    /// `actual` is regorus's value of `expected`, the same in JSON as well (where a number's
+    /// form would show).
+    fn assert_is(actual: RegoValue, expected: Value) {
+        let expected = RegoValue::from(expected);
+        assert_eq!(
+            actual.to_json_str().unwrap(),
+            expected.to_json_str().unwrap()
+        );
+        assert_eq!(actual, expected);
+    }
+
+    #[test]
+    fn json_becomes_what_regorus_deserializes() {
+        let json = json!({
+            "zero": 0, "max": u64::MAX, "negative": -1, "min": i64::MIN,
+            "float": 1.5, "whole float": 1.0, "negative zero": -0.0, "huge": 1e300,
+            "tiny": 5e-324, "text": "ünïcode \u{1F600}", "": "",
+            "array": [null, true, false, [], {}, [1, "x", -2.5]],
+            "object": {"b": {"c": null}, "a": [{}]},
+        });
+        assert_is(rego_value(&json), json);
+    }
+
+    #[test]
+    fn the_webhook_review_is_the_request_as_go_encodes_it() {
+        let mut namespaces = StaticNamespaces::default();
+        namespaces.insert("team-a", Default::default());
+        let object = json!({"kind": "Pod", "metadata": {"name": "p", "namespace": "team-a"}});
+        let create = request(json!({
+            "uid": "u1",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": "p", "namespace": "team-a", "operation": "CREATE",
+            "userInfo": {"username": "alice", "groups": ["g"]},
+            "object": object, "dryRun": false,
+        }));
+        let expected = json!({
+            "uid": "u1",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": "p", "namespace": "team-a", "operation": "CREATE",
+            "userInfo": {"username": "alice", "groups": ["g"]},
+            "object": object, "oldObject": null, "options": null, "dryRun": false,
+            "namespaceObject": namespaces.namespace_object("team-a"),
+        });
+        assert_is(
+            review(&create, &namespaces, EnforcementPoint::Webhook, None),
+            expected,
+        );
+        // On DELETE, `object` is the old object.
+        let delete = request(json!({
+            "uid": "u2",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": "p", "namespace": "team-a", "operation": "DELETE",
+            "userInfo": {"username": "alice"},
+            "oldObject": object, "options": {"kind": "DeleteOptions"},
+        }));
+        let expected = json!({
+            "uid": "u2",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": "p", "namespace": "team-a", "operation": "DELETE",
+            "userInfo": {"username": "alice"},
+            "object": object, "oldObject": object, "options": {"kind": "DeleteOptions"},
+            "namespaceObject": namespaces.namespace_object("team-a"),
+        });
+        assert_is(
+            review(&delete, &namespaces, EnforcementPoint::Webhook, None),
+            expected,
+        );
+        // A Namespace's own request loses its namespace at the webhook.
+        let namespace = request(json!({
+            "uid": "u3",
+            "kind": {"group": "", "version": "v1", "kind": "Namespace"},
+            "resource": {"group": "", "version": "v1", "resource": "namespaces"},
+            "name": "team-a", "namespace": "team-a", "operation": "UPDATE",
+            "object": {"kind": "Namespace"}, "oldObject": {"kind": "Namespace"},
+        }));
+        let expected = json!({
+            "uid": "u3",
+            "kind": {"group": "", "version": "v1", "kind": "Namespace"},
+            "resource": {"group": "", "version": "v1", "resource": "namespaces"},
+            "name": "team-a", "operation": "UPDATE", "userInfo": {"username": ""},
+            "object": {"kind": "Namespace"}, "oldObject": {"kind": "Namespace"},
+            "options": null, "namespaceObject": null,
+        });
+        assert_is(
+            review(&namespace, &namespaces, EnforcementPoint::Webhook, None),
+            expected,
+        );
+    }
+
+    #[test]
+    fn the_offline_review_is_made_from_the_object() {
+        let object = json!({"kind": "Pod", "metadata": {"name": "p", "namespace": "team-a"}});
+        let pod = request(json!({
+            "uid": "u1",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": "p", "namespace": "team-a", "operation": "CREATE",
+            "object": object,
+        }));
+        let made = |namespace_object: Value| {
+            json!({
+                "uid": "",
+                "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "", "resource": ""},
+                "name": "p", "namespace": "team-a", "operation": "", "userInfo": {},
+                "object": object, "oldObject": null, "options": null,
+                "namespaceObject": namespace_object,
+            })
+        };
+        assert_is(
+            review(&pod, &NoNamespaces, EnforcementPoint::Gator, Some(&object)),
+            made(json!({})),
+        );
+        assert_is(
+            review(&pod, &NoNamespaces, EnforcementPoint::Audit, Some(&object)),
+            made(NoNamespaces.namespace_object("team-a")),
+        );
+    }
 }
