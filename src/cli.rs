@@ -318,6 +318,11 @@ pub struct TestArgs {
     /// YAML file of rules (docs/cel.md).
     #[arg(long, env = "PORTCULLIS_AUTHORIZER")]
     pub authorizer: Option<String>,
+    /// gator suites: run every case of a ConstraintTemplate that carries both
+    /// `K8sNativeValidation` and `Rego` code through both engines (Gatekeeper runs the CEL
+    /// code); a case whose engines give different numbers of violations fails.
+    #[arg(long, env = "PORTCULLIS_COMPARE_ENGINES")]
+    pub compare_engines: bool,
     /// Test-suite files or folders.
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,

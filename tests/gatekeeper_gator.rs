@@ -38,6 +38,10 @@ const PORTCULLIS: &str = env!("CARGO_BIN_EXE_portcullis");
 /// silently).
 const SCENARIOS: &[&str] = &[
     "allowed-registries",
+    "cel-and-rego",
+    "cel-basics",
+    "cel-failure-policy",
+    "cel-request",
     "container-limits-lib",
     "enforcement-actions",
     "inventory",

@@ -283,6 +283,70 @@ fn param_rbac_from_the_generator_is_bound_to_the_charts_service_account() {
     );
 }
 
+#[test]
+fn inventory_rbac_from_the_generator_is_bound_beside_the_param_rbac() {
+    let Some(helm) = helm() else { return };
+    let policies = [
+        fixture_path_of("e2e/params/policy.yaml"),
+        fixture_path_of("e2e/params/portcullis-bindings.yaml"),
+        fixture_path_of("gatekeeper/inventory/templates/k8suniqueingresshost.yaml"),
+        fixture_path_of("gatekeeper/inventory/constraints/unique-ingress-host.yaml"),
+        fixture_path_of("e2e/gatekeeper-inventory/config.yaml"),
+    ];
+    let mut args = vec!["--service", "elsewhere/other"];
+    for policy in &policies {
+        args.extend(["--policies", policy.as_str()]);
+    }
+    let (text, generated) = webhook_config(&args);
+    let generated_file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(generated_file.path(), text).unwrap();
+    let rendered = template(
+        &helm,
+        "rel",
+        "ops",
+        &[
+            "--set-file",
+            &format!("webhooks.generated={}", generated_file.path().display()),
+            "--set",
+            "policies.files.policy\\.yaml=x",
+            "--set",
+            "audit.enabled=true",
+        ],
+    );
+    let generated_role = find_named(&generated, "ClusterRole", "portcullis-inventory-reader");
+    let role = find_named(&rendered, "ClusterRole", "rel-portcullis-inventory-reader");
+    assert_eq!(role["rules"], generated_role["rules"]);
+    assert_eq!(
+        role["rules"],
+        serde_json::json!([{"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"],
+                            "verbs": ["list", "watch"]}])
+    );
+    let binding = find_named(
+        &rendered,
+        "ClusterRoleBinding",
+        "rel-portcullis-inventory-reader",
+    );
+    assert_eq!(
+        binding["subjects"],
+        serde_json::json!([{"kind": "ServiceAccount", "name": "rel-portcullis", "namespace": "ops"}])
+    );
+    assert_eq!(
+        binding["roleRef"]["name"],
+        "rel-portcullis-inventory-reader"
+    );
+    // The param reader is still there, under its own name.
+    find_named(&rendered, "ClusterRole", "rel-portcullis-params-reader");
+    // The audit lists the synced kind.
+    let audit = find_named(&rendered, "ClusterRole", "rel-portcullis-audit");
+    assert!(
+        audit["rules"].as_array().unwrap().iter().any(|rule| {
+            rule["resources"] == serde_json::json!(["ingresses"])
+                && rule["verbs"] == serde_json::json!(["list"])
+        }),
+        "{audit}"
+    );
+}
+
 fn fixture_path_of(relative: &str) -> String {
     format!("{}/tests/fixtures/{relative}", env!("CARGO_MANIFEST_DIR"))
 }

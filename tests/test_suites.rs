@@ -156,3 +156,38 @@ fn suites_that_cannot_be_loaded_exit_2() {
         "{table}"
     );
 }
+
+/// `--compare-engines`: a template that carries both K8sNativeValidation and Rego runs its
+/// CEL code (as Gatekeeper does); with the flag, each case runs through both engines and one
+/// whose engines give different numbers of violations fails.
+#[test]
+fn compare_engines_reports_cases_where_cel_and_rego_disagree() {
+    let suite = "tests/fixtures/gatekeeper/cel-and-rego/suite.yaml";
+    let (code, table, stderr) = portcullis_test(&[suite]);
+    assert_eq!(code, 0, "{table}{stderr}");
+    let (code, table, stderr) = portcullis_test(&["--compare-engines", suite]);
+    assert_eq!(code, 1, "{table}{stderr}");
+    // The Rego code also asks for an `app` label, the CEL code does not.
+    let disagreeing = row(&table, "dual-owner/rego-only-rule-not-run");
+    assert!(
+        disagreeing.contains("FAIL")
+            && disagreeing
+                .contains("the engines disagree: K8sNativeValidation gave 0 violations [], Rego 1"),
+        "{table}"
+    );
+    // Where both engines find as many violations, the case still passes.
+    assert!(
+        row(&table, "dual-owner/service").contains("PASS"),
+        "{table}"
+    );
+    // Only cases of templates with both engines can disagree.
+    let failing: Vec<&str> = table
+        .lines()
+        .filter(|line| line.contains(" FAIL "))
+        .filter_map(|line| line.split_whitespace().nth(1))
+        .collect();
+    assert!(
+        failing.iter().all(|case| case.starts_with("dual-")),
+        "{table}"
+    );
+}

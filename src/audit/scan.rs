@@ -26,7 +26,8 @@ use super::targets::{
     Discovery, ScanTarget, ServedGroup, ServedResource, WantedResource, resolve, versions_to_fetch,
 };
 use crate::admission::{AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation};
-use crate::engine::gatekeeper::EnforcementPoint;
+use crate::engine::gatekeeper::config::SyncSettings;
+use crate::engine::gatekeeper::{EnforcementPoint, Inventory};
 use crate::engine::{Engine, StaticNamespaces};
 use crate::kubernetes::vocabulary::LabelSelector;
 use crate::offline::manifest::offline_uid;
@@ -309,6 +310,72 @@ async fn list_namespaces(
     Ok(namespaces)
 }
 
+/// Gatekeeper's `data.inventory` for the audit, as Gatekeeper's audit reads the objects its
+/// sync keeps: every object of each kind the Config syncs (`settings.kinds`), cluster-wide,
+/// but those whose namespace the Config excludes from `sync`. None without synced kinds; a
+/// kind the cluster does not serve adds nothing (with a warning).
+async fn list_inventory(
+    client: &CountingClient,
+    settings: &SyncSettings,
+    page_size: u32,
+) -> Result<Option<Inventory>, ScanError> {
+    if settings.kinds.is_empty() {
+        return Ok(None);
+    }
+    let mut inventory = Inventory::empty();
+    for entry in &settings.kinds {
+        let api_version = entry.api_version();
+        let base = if entry.group.is_empty() {
+            format!("/api/{}", entry.version)
+        } else {
+            format!("/apis/{}/{}", entry.group, entry.version)
+        };
+        let resources: Result<
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList,
+            kube::Error,
+        > = client.request(get(&base)).await;
+        let plural = match resources {
+            Ok(list) => list
+                .resources
+                .into_iter()
+                .find(|resource| resource.kind == entry.kind && !resource.name.contains('/'))
+                .map(|resource| resource.name),
+            Err(kube::Error::Api(status)) if status.code == 404 => None,
+            Err(source) => {
+                return Err(ScanError::Discovery { what: base, source });
+            }
+        };
+        let Some(plural) = plural else {
+            tracing::warn!(
+                api_version = %api_version,
+                kind = %entry.kind,
+                "the cluster serves no resource of this synced kind; data.inventory has none"
+            );
+            continue;
+        };
+        let path = format!("{base}/{plural}");
+        let mut count = 0usize;
+        list_pages(client, &path, None, page_size, |items| {
+            for mut item in items {
+                item["apiVersion"] = Value::from(api_version.as_str());
+                item["kind"] = Value::from(entry.kind.as_str());
+                if !settings.excludes(&item) {
+                    inventory.insert(&item);
+                    count += 1;
+                }
+            }
+            true
+        })
+        .await
+        .map_err(|source| ScanError::List {
+            target: format!("{api_version}/{plural}"),
+            source,
+        })?;
+        tracing::info!(api_version = %api_version, kind = %entry.kind, objects = count, "audit: Gatekeeper inventory listed");
+    }
+    Ok(Some(inventory))
+}
+
 /// One page of a resource's objects.
 struct Page {
     target: Arc<ScanTarget>,
@@ -468,6 +535,7 @@ fn judge_page(
     engine: &Engine,
     exclusions: Option<&WebhookExclusions>,
     namespaces: &StaticNamespaces,
+    inventory: Option<&Inventory>,
     page: Page,
     threads: usize,
 ) -> Vec<Judgement> {
@@ -484,8 +552,11 @@ fn judge_page(
         chunks.push(part);
     }
     let run = |part: Vec<Value>| -> Vec<Judgement> {
-        let checker =
+        let mut checker =
             Checker::new(engine, namespaces).at_enforcement_point(EnforcementPoint::Audit);
+        if let Some(inventory) = inventory {
+            checker = checker.with_inventory(inventory);
+        }
         part.into_iter()
             .map(|object| judge(&checker, exclusions, namespaces, &target, object))
             .collect()
@@ -557,6 +628,11 @@ impl Scanner {
             let namespaces = list_namespaces(&self.client, self.options.page_size).await?;
             Ok::<_, ScanError>((targets, namespaces))
         })?;
+        let inventory = runtime.block_on(list_inventory(
+            &self.client,
+            &self.engine.gatekeeper_sync(),
+            self.options.page_size,
+        ))?;
         summary.resources = targets.len();
         tracing::info!(
             resources = targets.len(),
@@ -583,6 +659,7 @@ impl Scanner {
                 &self.engine,
                 exclusions.as_ref(),
                 &namespaces,
+                inventory.as_ref(),
                 page,
                 self.options.concurrency,
             );
@@ -830,7 +907,14 @@ mod tests {
                 target: Arc::new(pod_target()),
                 items: items.clone(),
             };
-            let judgements = judge_page(&engine, exclusions.as_ref(), &namespaces, page, threads);
+            let judgements = judge_page(
+                &engine,
+                exclusions.as_ref(),
+                &namespaces,
+                None,
+                page,
+                threads,
+            );
             let verdicts: Vec<String> = judgements
                 .iter()
                 .map(|judgement| match judgement {

@@ -1,7 +1,9 @@
 //! The cluster connection of `serve`: where it comes from ([`ClusterSource`]), the watch
 //! cache of Namespaces ([`NamespaceCache`]), the watches of admission policy parameters
-//! ([`params`]) and the reads of single objects they do not hold yet ([`reads`]).
+//! ([`params`]), the watches of the kinds a Gatekeeper Config syncs into `data.inventory`
+//! ([`inventory`]) and the reads of single objects they do not hold yet ([`reads`]).
 
+pub mod inventory;
 pub mod namespaces;
 pub mod params;
 pub mod reads;

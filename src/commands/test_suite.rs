@@ -7,7 +7,7 @@ use anyhow::Context as _;
 
 use crate::authorization::AnswerTable;
 use crate::cli::TestArgs;
-use crate::offline::run_suites_with;
+use crate::offline::{SuiteOptions, run_suites_with};
 
 /// A path as given, or, for `gator verify`'s `FOLDER/...` (every suite below the folder), the
 /// folder: folders are always searched with their subfolders.
@@ -31,7 +31,11 @@ pub fn test_suites(args: TestArgs) -> anyhow::Result<ExitCode> {
         .transpose()
         .context("--authorizer")?;
     let paths: Vec<PathBuf> = args.paths.into_iter().map(suite_path).collect();
-    let run = run_suites_with(&paths, authorizer.as_ref(), super::load_engine);
+    let options = SuiteOptions {
+        authorizer: authorizer.as_ref(),
+        compare_engines: args.compare_engines,
+    };
+    let run = run_suites_with(&paths, options, super::load_engine);
     super::check::print(&run.table())?;
     Ok(ExitCode::from(run.exit_code()))
 }

@@ -41,6 +41,9 @@ pub fn webhook_config(args: WebhookConfigArgs) -> anyhow::Result<()> {
     configurations.extend(crate::webhook_config::params_rbac::params_rbac(
         &engine, &options,
     ));
+    configurations.extend(crate::webhook_config::inventory_rbac::inventory_rbac(
+        &engine, &options,
+    ));
     print!("{}", to_yaml_documents(&configurations)?);
     Ok(())
 }

@@ -84,6 +84,8 @@ pub struct EvalContext<'a> {
     /// given to `check`, an object `audit` lists): Gatekeeper's templates then see the review
     /// `gator` and Gatekeeper's audit make of that object, not the request.
     pub from_object: Option<&'a serde_json::Value>,
+    /// Which code of a Gatekeeper template that carries both engines runs.
+    pub template_engine: gatekeeper::TemplateEngine,
 }
 
 impl EvalContext<'static> {
@@ -98,6 +100,7 @@ impl EvalContext<'static> {
             enforcement_point: gatekeeper::EnforcementPoint::Webhook,
             inventory: None,
             from_object: None,
+            template_engine: gatekeeper::TemplateEngine::Preferred,
         }
     }
 }
@@ -127,6 +130,7 @@ impl<'a> EvalContext<'a> {
             enforcement_point: self.enforcement_point,
             inventory: self.inventory,
             from_object: self.from_object,
+            template_engine: self.template_engine,
         }
     }
 
@@ -136,6 +140,15 @@ impl<'a> EvalContext<'a> {
     pub fn made_from_object(self, from_object: Option<&'a serde_json::Value>) -> Self {
         EvalContext {
             from_object,
+            ..self
+        }
+    }
+
+    /// The same context running `engine`'s code of Gatekeeper templates that carry both.
+    #[must_use]
+    pub fn with_template_engine(self, template_engine: gatekeeper::TemplateEngine) -> Self {
+        EvalContext {
+            template_engine,
             ..self
         }
     }
@@ -386,12 +399,14 @@ impl Engine {
     }
 
     /// Whether some rule may read the labels or the object of a request's namespace: any
-    /// rule at all, since native policies, Pod Security and admission policies all may. A
+    /// rule at all, since native policies, Pod Security, admission policies and Gatekeeper
+    /// constraints all may. A
     /// request in a namespace the lookup does not hold yet is worth reading it for only then.
     pub fn reads_namespaces(&self) -> bool {
         !(self.policies.is_empty()
             && self.pod_security.is_empty()
-            && self.admission_policies.is_empty())
+            && self.admission_policies.is_empty()
+            && self.gatekeeper.is_empty())
     }
 
     /// The parameter objects by name that the admission policies running on `endpoint` would
@@ -466,6 +481,7 @@ impl Engine {
                         point: context.enforcement_point,
                         inventory: context.inventory,
                         from_object: context.from_object,
+                        engine: context.template_engine,
                     },
                     &mut decision,
                 );

@@ -25,4 +25,4 @@ pub use input::{
     Input, InputDocument, InputError, Source, inventory_of, namespaces_of, read_inputs,
 };
 pub use manifest::{Manifest, OFFLINE_USER};
-pub use suite::{SuiteRun, run_suites, run_suites_with};
+pub use suite::{SuiteOptions, SuiteRun, run_suites, run_suites_with};

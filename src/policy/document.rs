@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::admission_policy::{self, AdmissionPolicyDocument};
 use super::gatekeeper::{self, GatekeeperDocument};
+use super::gatekeeper_config;
 use super::native::Policy;
 use super::pod_security::PodSecurityConfiguration;
 
@@ -93,7 +94,7 @@ pub struct SourcedDocument {
 }
 
 /// The kinds Portcullis reads, as `apiVersion` and `kind`.
-pub const SUPPORTED_KINDS: [(&str, &str); 9] = [
+pub const SUPPORTED_KINDS: [(&str, &str); 10] = [
     (
         "pod-security.admission.config.k8s.io/v1",
         "PodSecurityConfiguration",
@@ -118,6 +119,7 @@ pub const SUPPORTED_KINDS: [(&str, &str); 9] = [
         "constraints.gatekeeper.sh/v1beta1",
         "<a ConstraintTemplate's kind>",
     ),
+    (gatekeeper_config::CONFIG_API_VERSION, "Config"),
 ];
 
 /// API groups whose documents must be ones Portcullis reads: anything else in them is a
@@ -129,7 +131,7 @@ const RESERVED_GROUPS: [&str; 7] = [
     "apiextensions.k8s.io",
     gatekeeper::TEMPLATES_GROUP,
     gatekeeper::CONSTRAINTS_GROUP,
-    "config.gatekeeper.sh",
+    gatekeeper_config::CONFIG_GROUP,
 ];
 
 /// The error for a document Portcullis does not read.
@@ -309,6 +311,9 @@ fn recognise(source: DocumentSource, value: Value) -> Result<SourcedDocument, Po
                 let group = group.to_owned();
                 let document = gatekeeper::recognise(&source, &group, value)?;
                 PolicyDocument::Gatekeeper(Box::new(document))
+            } else if group == gatekeeper_config::CONFIG_GROUP {
+                let config = gatekeeper_config::recognise(&source, value)?;
+                PolicyDocument::Gatekeeper(Box::new(GatekeeperDocument::Config(Box::new(config))))
             } else if RESERVED_GROUPS.contains(&group) {
                 return Err(unsupported_document(&source, api_version, kind));
             } else {

@@ -145,6 +145,58 @@ pub struct RegoSource {
     pub version: Option<String>,
 }
 
+/// The source of a `code` entry of engine `K8sNativeValidation` (Gatekeeper's
+/// `pkg/drivers/k8scel/schema.Source`): a ValidatingAdmissionPolicy's validations,
+/// matchConditions, variables and failurePolicy.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CelSource {
+    /// The validations; each false one is a violation.
+    #[serde(default)]
+    pub validations: Vec<CelValidation>,
+    /// `Fail` (default) or `Ignore`: whether an evaluation error is a violation.
+    #[serde(default)]
+    pub failure_policy: Option<String>,
+    /// Conditions every one of which must hold for the validations to run (Gatekeeper's
+    /// field is `matchCondition`, singular).
+    #[serde(default, rename = "matchCondition")]
+    pub match_conditions: Vec<CelNamedExpression>,
+    /// Variables, after Gatekeeper's `params` and `anyObject`.
+    #[serde(default)]
+    pub variables: Vec<CelNamedExpression>,
+    /// Whether Gatekeeper generates a ValidatingAdmissionPolicy from the template (read,
+    /// unused: Portcullis evaluates the template itself).
+    #[serde(default, rename = "generateVAP")]
+    pub generate_vap: Option<bool>,
+}
+
+/// One entry of a CEL source's `validations`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CelValidation {
+    /// A CEL expression that must be true.
+    #[serde(default)]
+    pub expression: String,
+    /// The violation's message.
+    #[serde(default)]
+    pub message: Option<String>,
+    /// A CEL expression for the violation's message.
+    #[serde(default)]
+    pub message_expression: Option<String>,
+}
+
+/// A named CEL expression: a match condition or a variable.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CelNamedExpression {
+    /// The name.
+    #[serde(default)]
+    pub name: String,
+    /// The expression.
+    #[serde(default)]
+    pub expression: String,
+}
+
 /// A `constraints.gatekeeper.sh` Constraint: its kind is a template's constraint kind.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -162,6 +214,9 @@ pub struct Constraint {
     /// Ignored: the status of an exported constraint.
     #[serde(default)]
     pub status: Option<Value>,
+    /// The whole document, as CEL templates see it (`params`).
+    #[serde(skip)]
+    pub document: Value,
 }
 
 /// `spec` of a Constraint.
@@ -253,6 +308,9 @@ pub enum GatekeeperDocument {
     /// A Constraint, with the whole document (its parameters are checked against the
     /// template's schema when the engine compiles it).
     Constraint(Box<Constraint>),
+    /// The `config.gatekeeper.sh` Config: namespaces excluded per process, kinds synced
+    /// into `data.inventory` (at most one per policy set).
+    Config(Box<super::gatekeeper_config::GatekeeperConfig>),
 }
 
 /// Reads a document of [`TEMPLATES_GROUP`] or [`CONSTRAINTS_GROUP`].
@@ -299,7 +357,8 @@ pub fn recognise(
             ),
         ));
     }
-    let constraint: Constraint = from_document(source, value)?;
+    let mut constraint: Constraint = from_document(source, value.clone())?;
+    constraint.document = value;
     if constraint.metadata.name.is_empty() {
         return Err(PolicyError::at(source, "metadata.name", "Required value"));
     }

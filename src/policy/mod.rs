@@ -7,6 +7,7 @@
 pub mod admission_policy;
 mod document;
 pub mod gatekeeper;
+pub mod gatekeeper_config;
 mod native;
 pub mod pod_security;
 

@@ -58,10 +58,13 @@ fn decide(
     deadline: Instant,
     endpoint: Endpoint,
 ) -> Decided {
+    // Gatekeeper's `data.inventory` as it is now; none without synced kinds.
+    let inventory = state.inventory.load_full();
     let mut context = EvalContext::new(endpoint)
         .with_deadline(deadline)
         .with_namespaces(state.namespaces.as_ref())
-        .with_params(state.params.as_deref());
+        .with_params(state.params.as_deref())
+        .with_inventory(inventory.as_deref());
     if let Some(authorizer) = &state.authorizer {
         context = context.with_authorizer(authorizer);
     }

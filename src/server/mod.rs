@@ -20,6 +20,7 @@ use clap::ValueEnum;
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::authorization::AccessReviewer;
+use crate::engine::gatekeeper::Inventory;
 use crate::engine::{Engine, NamespaceLookup, NoNamespaces, ParamLookup};
 use crate::metrics::Metrics;
 use crate::server::admin::Readiness;
@@ -91,6 +92,9 @@ pub struct AppState {
     pub evaluation_slots: Arc<tokio::sync::Semaphore>,
     /// Who answers CEL `authorizer` checks (SubjectAccessReviews, with a cluster).
     pub authorizer: Option<Arc<dyn AccessReviewer>>,
+    /// Gatekeeper's `data.inventory`, kept from the cluster for the kinds a Gatekeeper Config
+    /// syncs; none without a cluster or synced kinds.
+    pub inventory: Arc<ArcSwapOption<Inventory>>,
 }
 
 impl AppState {
@@ -115,6 +119,7 @@ impl AppState {
             namespaces: Arc::new(NoNamespaces),
             authorizer: None,
             params: None,
+            inventory: Arc::new(ArcSwapOption::empty()),
         }
     }
 }

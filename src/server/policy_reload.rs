@@ -56,8 +56,9 @@ pub struct PolicyReloader {
     last_failure: Option<String>,
     /// Whether the first check (at start) has run; it is not counted as a reload.
     started: bool,
-    /// Notified after each swap (the cluster's parameter watches follow the policies).
-    swapped: Option<Arc<tokio::sync::Notify>>,
+    /// Notified after each swap (the cluster's parameter and inventory watches follow the
+    /// policies).
+    swapped: Vec<Arc<tokio::sync::Notify>>,
 }
 
 impl PolicyReloader {
@@ -76,14 +77,14 @@ impl PolicyReloader {
             fingerprint: None,
             last_failure: None,
             started: false,
-            swapped: None,
+            swapped: Vec::new(),
         }
     }
 
-    /// Notifies `swapped` after each engine swap.
+    /// Notifies `swapped` after each engine swap (besides any notified already).
     #[must_use]
     pub fn notify_on_swap(mut self, swapped: Arc<tokio::sync::Notify>) -> Self {
-        self.swapped = Some(swapped);
+        self.swapped.push(swapped);
         self
     }
 
@@ -114,7 +115,7 @@ impl PolicyReloader {
                     }
                 }
                 self.engine.store(Some(Arc::new(engine)));
-                if let Some(swapped) = &self.swapped {
+                for swapped in &self.swapped {
                     swapped.notify_one();
                 }
                 self.last_failure = None;

@@ -17,6 +17,7 @@ use super::policy_reload::PolicyReloader;
 use super::{AppState, RequestSettings, webhook_router};
 use crate::authorization::{ReviewSettings, SubjectAccessReviewer};
 use crate::cluster::NamespaceCache;
+use crate::cluster::inventory::ClusterInventory;
 use crate::cluster::params::ClusterParams;
 use crate::engine::Engine;
 use crate::server::admin::{AdminState, admin_router};
@@ -153,7 +154,8 @@ pub async fn start(config: ServeConfig) -> Result<RunningServer, ServeError> {
 /// Policy files that do not load do not stop the start: the server runs not ready, with the
 /// reason in `/readyz`, answers admission requests as `--on-error` says, and keeps watching
 /// the files until they load. With a cluster, `/readyz` also waits for the first complete
-/// list of Namespaces.
+/// list of Namespaces, of each paramKind, and of each kind a Gatekeeper Config syncs into
+/// `data.inventory`.
 pub async fn start_with(
     config: ServeConfig,
     sources: ServeSources,
@@ -178,6 +180,7 @@ pub async fn start_with(
     state.readiness.set_certificate_loaded();
 
     let policies_swapped = Arc::new(tokio::sync::Notify::new());
+    let inventory_swapped = Arc::new(tokio::sync::Notify::new());
     if sources.policy_paths.is_empty() {
         state.readiness.set_policies_loaded();
     } else {
@@ -187,7 +190,8 @@ pub async fn start_with(
             state.readiness.clone(),
             state.metrics.clone(),
         )
-        .notify_on_swap(policies_swapped.clone());
+        .notify_on_swap(policies_swapped.clone())
+        .notify_on_swap(inventory_swapped.clone());
         policies.check();
         background.push(AbortOnDrop(policies.spawn(sources.policy_reload_interval)?));
     }
@@ -210,6 +214,16 @@ pub async fn start_with(
         background.push(AbortOnDrop(task));
         state.params = Some(Arc::new(params.clone()));
         params
+    });
+    let inventory = sources.cluster.clone().map(|client| {
+        let (inventory, task) = ClusterInventory::spawn(
+            client,
+            state.engine.clone(),
+            inventory_swapped,
+            state.inventory.clone(),
+        );
+        background.push(AbortOnDrop(task));
+        inventory
     });
     let namespaces = sources.cluster.map(|client| {
         let (cache, task) = NamespaceCache::spawn(client, state.metrics.namespace_reads.clone());
@@ -266,6 +280,12 @@ pub async fn start_with(
             readyz_waits_for_params,
         ));
     }
+    if let Some(inventory) = inventory {
+        admin = admin.layer(axum::middleware::from_fn_with_state(
+            inventory,
+            readyz_waits_for_inventory,
+        ));
+    }
     let admin_task = tokio::spawn(async move {
         axum::serve(admin_listener, admin)
             .with_graceful_shutdown(async {
@@ -320,6 +340,28 @@ async fn readyz_waits_for_params(
     if readyz
         && response.status() == StatusCode::OK
         && let Err(reason) = params.readiness()
+    {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {reason}\n"),
+        )
+            .into_response();
+    }
+    response
+}
+
+/// `/readyz` is 503 until every kind a Gatekeeper Config syncs has been listed once (or
+/// found not to exist): templates reading `data.inventory` would otherwise decide without it.
+async fn readyz_waits_for_inventory(
+    State(inventory): State<ClusterInventory>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let readyz = request.uri().path() == "/readyz";
+    let response = next.run(request).await;
+    if readyz
+        && response.status() == StatusCode::OK
+        && let Err(reason) = inventory.readiness()
     {
         return (
             StatusCode::SERVICE_UNAVAILABLE,

@@ -1,6 +1,7 @@
 //! Validating and Mutating webhook configurations for a policy set: `rules` derived from what
 //! the policies act on (nothing broader) and lockout-safe exclusions that are always on.
 
+pub mod inventory_rbac;
 pub mod params_rbac;
 
 use base64::Engine as _;

@@ -12,12 +12,12 @@ mod binding;
 mod field_validation;
 mod mutating;
 mod params;
-mod policy_core;
+pub(crate) mod policy_core;
 mod resource_match;
-mod scope;
+pub(crate) mod scope;
 mod type_checking;
-mod validating;
-mod variables;
+pub(crate) mod validating;
+pub(crate) mod variables;
 
 use std::collections::BTreeMap;
 

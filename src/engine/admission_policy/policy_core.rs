@@ -15,7 +15,7 @@ use crate::policy::admission_policy::{FailurePolicy, ParamKind, PolicyCommon};
 use crate::policy::{DocumentSource, PolicyError};
 
 /// A compiled expression with where it came from, for load errors.
-pub(super) fn compile_expression(
+pub(crate) fn compile_expression(
     source: &DocumentSource,
     field: &str,
     text: &str,
@@ -33,7 +33,7 @@ pub(super) fn compile_expression(
 
 /// Refuses an expression whose static type is not one of `expected`, as the apiserver does
 /// at create (`must evaluate to bool but got dyn`).
-pub(super) fn expect_output(
+pub(crate) fn expect_output(
     source: &DocumentSource,
     field: &str,
     expression: &Expression,

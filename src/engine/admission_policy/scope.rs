@@ -12,8 +12,8 @@ use crate::expressions::{
 /// One evaluation's variables: the request's, the object, the parameter, and `variables.*`
 /// evaluated when an expression first reads them (an error only fails the expressions that
 /// read the variable).
-pub(super) struct Scope<'a> {
-    pub(super) activation: Activation<'a>,
+pub(crate) struct Scope<'a> {
+    pub(crate) activation: Activation<'a>,
 }
 
 impl<'a> Scope<'a> {
@@ -26,11 +26,21 @@ impl<'a> Scope<'a> {
         variables: &'a Variables,
         authorizer: bool,
     ) -> Self {
-        let mut activation = if authorizer {
+        let activation = if authorizer {
             input.activation(object)
         } else {
             input.activation_without_authorizer(object)
         };
+        Scope::of(activation, params, variables)
+    }
+
+    /// The scope of `activation` (the request's variables bound) with `params` and
+    /// `variables` added.
+    pub(crate) fn of(
+        mut activation: Activation<'a>,
+        params: Option<&'a Json>,
+        variables: &'a Variables,
+    ) -> Self {
         if let Some(params) = params {
             activation = activation.params(params);
         }
@@ -53,7 +63,7 @@ impl<'a> Scope<'a> {
 
     /// Evaluates `expression`, worded as the apiserver words an error, with the runtime cost
     /// it was charged (the variables it read included).
-    pub(super) fn evaluate_with_cost(
+    pub(crate) fn evaluate_with_cost(
         &self,
         expression: &Expression,
     ) -> (Result<cel::Value, String>, u64) {
@@ -63,7 +73,7 @@ impl<'a> Scope<'a> {
     /// `matchConditions`: `Ok(false)` when one is false; errors only when none is. As the
     /// apiserver, every condition runs, against a budget they share
     /// ([`MATCH_CONDITIONS_COST_BUDGET`]), whose overrun is an error.
-    pub(super) fn match_conditions(
+    pub(crate) fn match_conditions(
         &self,
         conditions: &[(String, Expression)],
     ) -> Result<bool, String> {

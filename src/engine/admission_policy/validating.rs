@@ -35,11 +35,12 @@ const MAX_AUDIT_VALUE_BYTES: usize = 10 * 1024;
 /// The audit annotation of failures under the `Audit` action.
 pub const VALIDATION_FAILURE_KEY: &str = "validation.policy.admission.k8s.io/validation_failure";
 
-struct PolicyValidation {
-    expression: Expression,
-    message: Option<String>,
-    message_expression: Option<Expression>,
-    reason: Option<String>,
+/// One compiled validation: its expression, and what words its failure.
+pub(crate) struct PolicyValidation {
+    pub(crate) expression: Expression,
+    pub(crate) message: Option<String>,
+    pub(crate) message_expression: Option<Expression>,
+    pub(crate) reason: Option<String>,
 }
 
 pub(super) struct Binding {
@@ -170,8 +171,8 @@ impl ValidatingPolicy {
 }
 
 /// One failed (or errored) validation, before the binding's actions route it.
-struct Failure {
-    message: String,
+pub(crate) struct Failure {
+    pub(crate) message: String,
     reason: Option<String>,
     index: usize,
 }
@@ -179,7 +180,7 @@ struct Failure {
 impl Failure {
     /// An evaluation error of the expression at `index`: a failure under failurePolicy Fail
     /// (routed by the binding's actions, as the apiserver does), nothing under Ignore.
-    fn error(message: String, index: usize, fail: bool) -> Vec<Failure> {
+    pub(crate) fn error(message: String, index: usize, fail: bool) -> Vec<Failure> {
         if !fail {
             return Vec::new();
         }
@@ -192,28 +193,40 @@ impl Failure {
 }
 
 /// What a policy's validations gave for one binding and parameter.
-struct Validated {
-    failures: Vec<Failure>,
-    errored: bool,
+pub(crate) struct Validated {
+    pub(crate) failures: Vec<Failure>,
+    pub(crate) errored: bool,
     /// The validations overran their budget: nothing else of the policy runs.
-    stopped: bool,
+    pub(crate) stopped: bool,
+}
+
+/// The validations of a policy, with what their evaluation is charged against.
+#[derive(Clone, Copy)]
+pub(crate) struct ValidationRun<'p> {
+    pub(crate) validations: &'p [PolicyValidation],
+    /// How many variables the policy declares (each may be evaluated again for messages).
+    pub(crate) variable_count: usize,
+    /// The cost budget of the validations and their messages together.
+    pub(crate) budget: u64,
+    /// Whether an evaluation error is a failure (failurePolicy Fail).
+    pub(crate) fail: bool,
 }
 
 /// Runs the validations, then their `messageExpression`s, against one budget as the
 /// apiserver does: an overrun by the validations stops the policy with one error; an overrun
 /// by the messages turns every validation that did not fail to evaluate into the error
 /// `failed messageExpression: …`.
-fn run_validations<'s, 'a: 's>(
-    policy: &ValidatingPolicy,
+pub(crate) fn run_validations<'s, 'a: 's>(
+    run: ValidationRun<'_>,
     scope: &Scope<'_>,
     message_scope: &dyn Fn() -> &'s Scope<'a>,
-    fail: bool,
 ) -> Validated {
-    let mut budget = CostBudget::new(POLICY_COST_BUDGET);
+    let fail = run.fail;
+    let mut budget = CostBudget::new(run.budget);
     // The results other than true, by validation index (none, and nothing allocated, when
     // every validation holds).
     let mut exceptions: Vec<(usize, Result<bool, String>)> = Vec::new();
-    for (index, validation) in policy.validations.iter().enumerate() {
+    for (index, validation) in run.validations.iter().enumerate() {
         let (result, cost) = validation
             .expression
             .evaluate_bool_with_cost(&scope.activation);
@@ -233,12 +246,12 @@ fn run_validations<'s, 'a: 's>(
         errored: false,
         stopped: false,
     };
-    let mut messages = match message_values(policy, message_scope, &exceptions, budget) {
+    let mut messages = match message_values(run, message_scope, &exceptions, budget) {
         Ok(messages) => messages,
         Err(out_of_budget) => {
             // Every validation that evaluated, true or false, fails with the overrun.
             let mut exceptions = exceptions.into_iter().peekable();
-            for index in 0..policy.validations.len() {
+            for index in 0..run.validations.len() {
                 let failure = match exceptions.next_if(|(at, _)| *at == index) {
                     Some((_, Err(error))) => Failure::error(error, index, fail),
                     _ => Failure::error(
@@ -256,7 +269,7 @@ fn run_validations<'s, 'a: 's>(
     for (index, result) in exceptions {
         match result {
             Ok(_) => {
-                let validation = &policy.validations[index];
+                let validation = &run.validations[index];
                 validated.failures.push(Failure {
                     message: failure_message_from(
                         &validation.expression,
@@ -299,21 +312,21 @@ impl MessageValues {
 /// when the budget left could be overrun: below two per-call limits for each
 /// messageExpression and variable.
 fn message_values<'s, 'a: 's>(
-    policy: &ValidatingPolicy,
+    run: ValidationRun<'_>,
     scope: &dyn Fn() -> &'s Scope<'a>,
     exceptions: &[(usize, Result<bool, String>)],
     mut budget: CostBudget,
 ) -> Result<MessageValues, &'static str> {
-    let with_message = policy
+    let with_message = run
         .validations
         .iter()
         .filter(|v| v.message_expression.is_some())
         .count();
-    let calls = (with_message + policy.core.variables.names.len()) as u64;
+    let calls = (with_message + run.variable_count) as u64;
     let every_one = budget.remaining() < calls.saturating_mul(2 * PER_CALL_COST_LIMIT);
     let mut values = MessageValues::default();
     let mut exceptions = exceptions.iter().peekable();
-    for (index, validation) in policy.validations.iter().enumerate() {
+    for (index, validation) in run.validations.iter().enumerate() {
         let failed = exceptions
             .next_if(|(at, _)| *at == index)
             .is_some_and(|(_, result)| *result == Ok(false));
@@ -439,7 +452,16 @@ pub fn validate<'r>(
                     stopped,
                 } = match scope.match_conditions(&policy.core.match_conditions) {
                     Ok(false) => return,
-                    Ok(true) => run_validations(policy, &scope, &plain, fail),
+                    Ok(true) => run_validations(
+                        ValidationRun {
+                            validations: &policy.validations,
+                            variable_count: policy.core.variables.names.len(),
+                            budget: POLICY_COST_BUDGET,
+                            fail,
+                        },
+                        &scope,
+                        &plain,
+                    ),
                     Err(error) => Validated {
                         failures: Failure::error(error, 0, fail),
                         errored: true,

@@ -45,13 +45,13 @@ pub(super) fn is_cel_identifier(name: &str) -> bool {
 
 /// `spec.variables`, compiled, with what each one needs.
 #[derive(Debug, Default)]
-pub(super) struct Variables {
-    pub(super) names: Vec<String>,
-    pub(super) expressions: Vec<Expression>,
+pub(crate) struct Variables {
+    pub(crate) names: Vec<String>,
+    pub(crate) expressions: Vec<Expression>,
     /// For each variable, the variables it needs (itself included), in order.
     pub(super) closures: Vec<Vec<usize>>,
     /// Each variable's name and the static type of its value, as later expressions see it.
-    pub(super) types: Vec<(String, CelType)>,
+    pub(crate) types: Vec<(String, CelType)>,
 }
 
 impl Variables {
@@ -121,6 +121,20 @@ impl Variables {
             variables.names.push(spec.name.clone());
         }
         variables
+    }
+
+    /// Adds a variable compiled against those before it (declared as
+    /// `Declarations::variables` `Typed(&self.types)`); `Err(name)` when it reads an unknown
+    /// variable.
+    pub(crate) fn push(&mut self, name: &str, expression: Expression) -> Result<(), String> {
+        let mut closure = self.needed(&expression)?;
+        closure.push(self.names.len());
+        self.types
+            .push((name.to_owned(), expression.output_type().as_variable()));
+        self.names.push(name.to_owned());
+        self.expressions.push(expression);
+        self.closures.push(closure);
+        Ok(())
     }
 
     /// The variables `expression` needs, in order; `Err(name)` for an unknown one.

@@ -92,7 +92,7 @@ enum Scope {
 
 /// `pkg/wildcard` `Wildcard`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Wildcard {
+pub(crate) enum Wildcard {
     Exact(String),
     Prefix(String),
     Suffix(String),
@@ -112,7 +112,7 @@ impl Wildcard {
     }
 
     /// `Wildcard.Matches`.
-    fn matches(&self, candidate: &str) -> bool {
+    pub(crate) fn matches(&self, candidate: &str) -> bool {
         match self {
             Wildcard::Exact(text) => candidate == text,
             Wildcard::Prefix(prefix) => candidate.starts_with(prefix.as_str()),
@@ -140,7 +140,8 @@ fn is_wildcard(text: &str) -> bool {
         .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b':')
 }
 
-fn wildcard(field: String, text: &str) -> Result<Wildcard, (String, String)> {
+/// The wildcard `text`, or the error at `field` Gatekeeper's schema gives when it is not one.
+pub(crate) fn wildcard(field: String, text: &str) -> Result<Wildcard, (String, String)> {
     if is_wildcard(text) {
         Ok(Wildcard::new(text))
     } else {

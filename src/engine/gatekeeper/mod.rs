@@ -6,6 +6,9 @@
 //! request with 403 and the messages joined by new lines, `warn` results are warnings, and
 //! `dryrun` results are only counted.
 
+mod cel;
+pub mod config;
+mod inventory;
 pub(crate) mod matching;
 mod parameters;
 mod rego;
@@ -15,6 +18,7 @@ use std::collections::BTreeMap;
 
 use regorus::Value as RegoValue;
 
+use self::cel::{CelRequest, CelTemplate};
 use self::matching::ConstraintMatcher;
 use self::rego::RegoTemplate;
 use super::{
@@ -22,7 +26,7 @@ use super::{
 };
 use crate::admission::{AdmissionRequest, Operation};
 use crate::policy::gatekeeper::{
-    ADMISSION_TARGET, Constraint, ConstraintTemplate, GatekeeperDocument, RegoSource,
+    ADMISSION_TARGET, CelSource, Constraint, ConstraintTemplate, GatekeeperDocument, RegoSource,
 };
 use crate::policy::{DocumentSource, PolicyError};
 
@@ -63,6 +67,18 @@ pub struct GatekeeperContext<'a> {
     /// The object as written, when the request was made from it alone (the review is then
     /// built from it, as `gator` and Gatekeeper's audit build it).
     pub from_object: Option<&'a serde_json::Value>,
+    /// Which code runs of a template that carries both engines.
+    pub engine: TemplateEngine,
+}
+
+/// Which code of a template that carries both `K8sNativeValidation` and `Rego` runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TemplateEngine {
+    /// The CEL code, as Gatekeeper chooses (its CEL driver comes before its Rego driver).
+    #[default]
+    Preferred,
+    /// The Rego code (`portcullis test --compare-engines` runs it beside the CEL code).
+    Rego,
 }
 
 /// An enforcement action.
@@ -161,10 +177,20 @@ impl Inventory {
     }
 }
 
+/// A template's code: the engine Gatekeeper runs it with, CEL where it has both.
+#[derive(Debug)]
+enum TemplateCode {
+    Rego(Box<RegoTemplate>),
+    Cel(CelTemplate),
+}
+
 /// A template, compiled.
 #[derive(Debug)]
 struct CompiledTemplate {
-    rego: RegoTemplate,
+    code: TemplateCode,
+    /// The Rego of a template whose CEL code runs, or why it does not compile: Gatekeeper
+    /// never compiles it, so it is only run on request ([`TemplateEngine::Rego`]).
+    other_rego: Option<Result<TemplateCode, String>>,
     /// The schema of the constraints' `spec.parameters`.
     schema: Option<serde_json::Value>,
     /// `spec.targets[0].operations`: the operations it reviews at the webhook (none: all).
@@ -172,6 +198,14 @@ struct CompiledTemplate {
 }
 
 impl CompiledTemplate {
+    /// The code `engine` runs, or why it does not compile.
+    fn code(&self, engine: TemplateEngine) -> Result<&TemplateCode, &str> {
+        match (&self.other_rego, engine) {
+            (Some(other), TemplateEngine::Rego) => other.as_ref().map_err(String::as_str),
+            _ => Ok(&self.code),
+        }
+    }
+
     /// Whether the template reviews `operation` at `point`: frameworks' `Client.Review`
     /// skips a template whose operations leave it out, at the webhook only.
     fn reviews(&self, operation: Operation, point: EnforcementPoint) -> bool {
@@ -191,6 +225,8 @@ struct CompiledConstraint {
     template: usize,
     matcher: ConstraintMatcher,
     parameters: RegoValue,
+    /// The whole document: CEL templates' `params`.
+    document: serde_json::Value,
     enforcement: Enforcement,
 }
 
@@ -200,6 +236,8 @@ pub struct Gatekeeper {
     templates: Vec<CompiledTemplate>,
     /// In the order Gatekeeper lists them: by kind, then name.
     constraints: Vec<CompiledConstraint>,
+    /// The Config: namespaces excluded per process, kinds synced (`config.rs`).
+    config: config::CompiledConfig,
 }
 
 impl std::fmt::Debug for Gatekeeper {
@@ -229,12 +267,33 @@ struct RegoCode {
     field: String,
 }
 
-/// The Rego of a template's admission target: `rego`/`libs`, or its `code` entry of engine
-/// `Rego`, with its version; `None` when it has no Rego (a CEL-only template).
-fn rego_of(
+/// The code of a template's admission target: its `code` entries of engine `Rego` and
+/// `K8sNativeValidation` (the first of each), or the `rego`/`libs` of older templates.
+#[derive(Default)]
+struct TargetCode {
+    rego: Option<RegoCode>,
+    cel: Option<(CelSource, String)>,
+}
+
+/// Reads a `code` entry's source as `T`, errors at `field`.
+fn code_source<T: serde::de::DeserializeOwned>(
+    source: &DocumentSource,
+    field: &str,
+    value: &serde_json::Value,
+) -> Result<T, PolicyError> {
+    crate::policy::from_document(source, value.clone()).map_err(|e| {
+        PolicyError::at(
+            source,
+            format!("{field}.{}", e.field.unwrap_or_default()),
+            e.message,
+        )
+    })
+}
+
+fn code_of(
     template: &ConstraintTemplate,
     source: &DocumentSource,
-) -> Result<Option<RegoCode>, PolicyError> {
+) -> Result<TargetCode, PolicyError> {
     let targets = &template.spec.targets;
     if targets.len() != 1 {
         return Err(template_error(
@@ -257,26 +316,23 @@ fn rego_of(
             ),
         ));
     }
-    for (index, code) in target.code.iter().enumerate() {
-        match code.engine.as_str() {
-            "Rego" => {
-                let field = format!("spec.targets[0].code[{index}].source");
-                let source_spec: RegoSource =
-                    crate::policy::from_document(source, code.source.clone()).map_err(|e| {
-                        PolicyError::at(
-                            source,
-                            format!("{field}.{}", e.field.unwrap_or_default()),
-                            e.message,
-                        )
-                    })?;
-                return Ok(Some(RegoCode {
-                    rego: source_spec.rego,
-                    libs: source_spec.libs,
-                    version: source_spec.version,
+    let mut code = TargetCode::default();
+    for (index, entry) in target.code.iter().enumerate() {
+        let field = format!("spec.targets[0].code[{index}].source");
+        match entry.engine.as_str() {
+            "Rego" if code.rego.is_none() => {
+                let rego: RegoSource = code_source(source, &field, &entry.source)?;
+                code.rego = Some(RegoCode {
+                    rego: rego.rego,
+                    libs: rego.libs,
+                    version: rego.version,
                     field,
-                }));
+                });
             }
-            "K8sNativeValidation" => {}
+            "K8sNativeValidation" if code.cel.is_none() => {
+                code.cel = Some((code_source(source, &field, &entry.source)?, field));
+            }
+            "Rego" | "K8sNativeValidation" => {}
             other => {
                 return Err(template_error(
                     source,
@@ -288,16 +344,36 @@ fn rego_of(
             }
         }
     }
-    Ok(target
-        .rego
-        .clone()
-        .filter(|rego| !rego.trim().is_empty())
-        .map(|rego| RegoCode {
-            rego,
-            libs: target.libs.clone(),
-            version: None,
-            field: "spec.targets[0]".to_owned(),
-        }))
+    if code.rego.is_none() {
+        code.rego = target
+            .rego
+            .clone()
+            .filter(|rego| !rego.trim().is_empty())
+            .map(|rego| RegoCode {
+                rego,
+                libs: target.libs.clone(),
+                version: None,
+                field: "spec.targets[0]".to_owned(),
+            });
+    }
+    Ok(code)
+}
+
+/// Compiles a template's Rego.
+fn compile_rego(source: &DocumentSource, code: RegoCode) -> Result<RegoTemplate, PolicyError> {
+    let RegoCode {
+        rego,
+        libs,
+        version,
+        field,
+    } = code;
+    RegoTemplate::compile(&rego, &libs, version.as_deref()).map_err(|error| {
+        template_error(
+            source,
+            &format!("{field}.{}", error.module),
+            format!("invalid ConstraintTemplate: {}", error.message),
+        )
+    })
 }
 
 impl Gatekeeper {
@@ -307,7 +383,10 @@ impl Gatekeeper {
     pub(crate) fn compile(
         documents: &[(&DocumentSource, &GatekeeperDocument)],
     ) -> Result<Self, PolicyError> {
-        let mut gatekeeper = Gatekeeper::default();
+        let mut gatekeeper = Gatekeeper {
+            config: config::CompiledConfig::compile(documents)?,
+            ..Gatekeeper::default()
+        };
         let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
         for (source, document) in documents {
             let GatekeeperDocument::Template(template) = document else {
@@ -332,27 +411,36 @@ impl Gatekeeper {
                     ),
                 ));
             }
-            let Some(RegoCode {
-                rego,
-                libs,
-                version,
-                field,
-            }) = rego_of(template, source)?
-            else {
-                return Err(template_error(
-                    source,
-                    "spec.targets[0].code",
-                    "templates with only the K8sNativeValidation (CEL) engine are not supported yet; add a Rego engine",
-                ));
-            };
-            let rego =
-                RegoTemplate::compile(&rego, &libs, version.as_deref()).map_err(|error| {
-                    template_error(
+            let (code, other_rego) = match code_of(template, source)? {
+                // As Gatekeeper's client: the CEL driver comes first.
+                TargetCode {
+                    cel: Some((cel, field)),
+                    rego,
+                } => (
+                    TemplateCode::Cel(CelTemplate::compile(&cel, source, &field)?),
+                    rego.map(|rego| {
+                        compile_rego(source, rego)
+                            .map(|rego| TemplateCode::Rego(Box::new(rego)))
+                            .map_err(|e| e.to_string())
+                    }),
+                ),
+                TargetCode {
+                    rego: Some(rego), ..
+                } => (
+                    TemplateCode::Rego(Box::new(compile_rego(source, rego)?)),
+                    None,
+                ),
+                TargetCode {
+                    rego: None,
+                    cel: None,
+                } => {
+                    return Err(template_error(
                         source,
-                        &format!("{field}.{}", error.module),
-                        format!("invalid ConstraintTemplate: {}", error.message),
-                    )
-                })?;
+                        "spec.targets[0]",
+                        "the template has no code: give `rego` or a `code` entry of engine Rego or K8sNativeValidation",
+                    ));
+                }
+            };
             if kinds
                 .insert(kind.clone(), gatekeeper.templates.len())
                 .is_some()
@@ -373,7 +461,8 @@ impl Gatekeeper {
                 .filter(|v| v.legacy_schema != Some(true))
                 .and_then(|v| v.open_api_v3_schema.clone());
             gatekeeper.templates.push(CompiledTemplate {
-                rego,
+                code,
+                other_rego,
                 operations,
                 schema,
             });
@@ -457,6 +546,7 @@ impl Gatekeeper {
             template,
             matcher,
             parameters: RegoValue::from(parameters),
+            document: constraint.document.clone(),
             enforcement,
         })
     }
@@ -525,11 +615,17 @@ impl Gatekeeper {
             point,
             inventory,
             from_object,
+            engine,
         } = context;
         if self.constraints.is_empty() {
             return;
         }
+        // The Config excludes the request's namespace from this point's process.
+        if self.config.skips(request, point) {
+            return;
+        }
         let mut review: Option<RegoValue> = None;
+        let mut cel_request: Option<CelRequest<'_>> = None;
         let mut outcomes: Vec<Outcome<'_>> = Vec::new();
         for constraint in &self.constraints {
             if let Some(failure) = constraint
@@ -565,19 +661,33 @@ impl Gatekeeper {
             } else if !constraint.matcher.matches(request, namespaces) {
                 continue;
             } else {
-                let review = review.get_or_insert_with(|| {
-                    RegoValue::from(review::review(request, namespaces, point, from_object))
-                });
-                let mut input = RegoValue::new_object();
-                if let Ok(map) = input.as_object_mut() {
-                    map.insert(RegoValue::from("review"), review.clone());
-                    map.insert(RegoValue::from("parameters"), constraint.parameters.clone());
-                }
-                match template.rego.evaluate(input, inventory.map(|i| &i.0)) {
-                    Ok(violations) => violations.into_iter().map(|v| v.msg).collect(),
-                    // As the driver: an evaluation error is a result of every constraint of
-                    // the kind.
-                    Err(error) => vec![error],
+                match template.code(engine) {
+                    Err(error) => vec![error.to_owned()],
+                    Ok(TemplateCode::Rego(rego)) => {
+                        let review = review.get_or_insert_with(|| {
+                            review::review(request, namespaces, point, from_object)
+                        });
+                        let mut input = RegoValue::new_object();
+                        if let Ok(map) = input.as_object_mut() {
+                            map.insert(RegoValue::from("review"), review.clone());
+                            map.insert(
+                                RegoValue::from("parameters"),
+                                constraint.parameters.clone(),
+                            );
+                        }
+                        match rego.evaluate(input, inventory.map(|i| &i.0)) {
+                            Ok(violations) => violations.into_iter().map(|v| v.msg).collect(),
+                            // As the driver: an evaluation error is a result of every
+                            // constraint of the kind.
+                            Err(error) => vec![error],
+                        }
+                    }
+                    Ok(TemplateCode::Cel(cel)) => {
+                        let input = cel_request.get_or_insert_with(|| {
+                            CelRequest::new(request, namespaces, point, from_object)
+                        });
+                        cel.evaluate(input, &constraint.document)
+                    }
                 }
             };
             decision.outcomes.push(PolicyOutcome {

@@ -40,7 +40,7 @@ use serde_json::Value;
 
 use super::{CaseOutcome, CaseStatus, SuiteRun};
 use crate::admission::Operation;
-use crate::engine::gatekeeper::{EnforcementPoint, Inventory};
+use crate::engine::gatekeeper::{EnforcementPoint, Inventory, TemplateEngine};
 use crate::engine::{Endpoint, Engine, EvalContext, Labels, StaticNamespaces};
 use crate::offline::check::Checker;
 use crate::offline::input::{Input, Source, parse_input, yaml_documents};
@@ -165,6 +165,8 @@ fn at(base: &Path, path: &str) -> PathBuf {
 struct Rows<'r> {
     run: &'r mut SuiteRun,
     suite: String,
+    /// Whether cases run through both engines of templates that carry both.
+    compare_engines: bool,
 }
 
 impl Rows<'_> {
@@ -181,7 +183,7 @@ impl Rows<'_> {
 /// Runs one gator suite document (`source` names it) and adds its rows to `run`: one per
 /// case, one per test that does not reach its cases, one for a suite that is skipped or has
 /// no tests.
-pub(super) fn run_suite(source: &Source, value: Value, run: &mut SuiteRun) {
+pub(super) fn run_suite(source: &Source, value: Value, run: &mut SuiteRun, compare_engines: bool) {
     let suite_name = value
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -190,6 +192,7 @@ pub(super) fn run_suite(source: &Source, value: Value, run: &mut SuiteRun) {
     let mut rows = Rows {
         run,
         suite: suite_name,
+        compare_engines,
     };
     let suite: Suite = match serde_path_to_error::deserialize(value) {
         Ok(suite) => suite,
@@ -296,7 +299,7 @@ fn run_test(rows: &mut Rows<'_>, base: &Path, index: usize, test: Test) {
                 .filter(|n| !n.is_empty())
                 .unwrap_or_else(|| format!("cases[{index}]"))
         );
-        let (status, reason) = run_case(base, &compiled, &case);
+        let (status, reason) = run_case(base, &compiled, &case, rows.compare_engines);
         rows.push(case_name, status, reason);
     }
 }
@@ -531,7 +534,12 @@ fn namespaces_of(objects: &[Value]) -> StaticNamespaces {
 }
 
 /// The messages of the constraint's results for a case's object.
-fn review(base: &Path, compiled: &Compiled, case: &Case) -> Result<Vec<String>, String> {
+fn review(
+    base: &Path,
+    compiled: &Compiled,
+    case: &Case,
+    engine: TemplateEngine,
+) -> Result<Vec<String>, String> {
     let path = at(base, text(case.object.as_ref()));
     let bytes =
         std::fs::read(&path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
@@ -583,7 +591,8 @@ fn review(base: &Path, compiled: &Compiled, case: &Case) -> Result<Vec<String>, 
         .with_namespaces(&namespaces)
         .at_enforcement_point(EnforcementPoint::Gator)
         .with_inventory(Some(&inventory))
-        .made_from_object(written.as_ref());
+        .made_from_object(written.as_ref())
+        .with_template_engine(engine);
     let decision = match std::panic::catch_unwind(AssertUnwindSafe(|| {
         compiled.engine.evaluate(&request, &context)
     })) {
@@ -658,7 +667,12 @@ fn check(assertion: &Assertion, messages: &[String]) -> Result<(), Problem> {
 
 /// One case: `SKIP`, `ERROR` (it cannot be run or its assertions checked), `FAIL` (some
 /// assertion does not hold, each named) or `PASS`.
-fn run_case(base: &Path, compiled: &Compiled, case: &Case) -> (CaseStatus, String) {
+fn run_case(
+    base: &Path,
+    compiled: &Compiled,
+    case: &Case,
+    compare_engines: bool,
+) -> (CaseStatus, String) {
     if flag(case.skip) {
         return (CaseStatus::Skip, "skip: true".into());
     }
@@ -672,10 +686,27 @@ fn run_case(base: &Path, compiled: &Compiled, case: &Case) -> (CaseStatus, Strin
             "invalid Case: assertions must be non-empty".into(),
         );
     }
-    let messages = match review(base, compiled, case) {
+    let messages = match review(base, compiled, case, TemplateEngine::Preferred) {
         Ok(messages) => messages,
         Err(reason) => return (CaseStatus::Error, reason),
     };
+    if compare_engines {
+        let rego = match review(base, compiled, case, TemplateEngine::Rego) {
+            Ok(messages) => messages,
+            Err(reason) => return (CaseStatus::Error, reason),
+        };
+        if rego.len() != messages.len() {
+            return (
+                CaseStatus::Fail,
+                format!(
+                    "the engines disagree: K8sNativeValidation gave {} violations {messages:?}, \
+                     Rego {} {rego:?}",
+                    messages.len(),
+                    rego.len()
+                ),
+            );
+        }
+    }
     let mut failures = Vec::new();
     for (index, assertion) in assertions.iter().enumerate() {
         match check(assertion, &messages) {

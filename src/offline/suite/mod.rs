@@ -347,16 +347,27 @@ pub fn run_suites<E: fmt::Display>(
     paths: &[PathBuf],
     load_engine: impl Fn(&[PathBuf]) -> Result<Engine, E>,
 ) -> SuiteRun {
-    run_suites_with(paths, None, load_engine)
+    run_suites_with(paths, SuiteOptions::default(), load_engine)
 }
 
-/// [`run_suites`], with `authorizer` answering CEL `authorizer` checks in suites and cases
-/// that state no answers of their own.
+/// How [`run_suites_with`] runs suites.
+#[derive(Clone, Copy, Default)]
+pub struct SuiteOptions<'a> {
+    /// Answers CEL `authorizer` checks in suites and cases that state none of their own.
+    pub authorizer: Option<&'a AnswerTable>,
+    /// gator suites: run each case of a template that carries both `K8sNativeValidation` and
+    /// `Rego` code through both engines; a case whose engines give different numbers of
+    /// violations fails.
+    pub compare_engines: bool,
+}
+
+/// [`run_suites`], with `options`.
 pub fn run_suites_with<E: fmt::Display>(
     paths: &[PathBuf],
-    authorizer: Option<&AnswerTable>,
+    options: SuiteOptions<'_>,
     load_engine: impl Fn(&[PathBuf]) -> Result<Engine, E>,
 ) -> SuiteRun {
+    let authorizer = options.authorizer;
     let mut run = SuiteRun::default();
     for suite_file in suite_files(paths) {
         let (file, text) = match suite_file {
@@ -397,7 +408,7 @@ pub fn run_suites_with<E: fmt::Display>(
         }
         for (source, value) in documents {
             if gator::is_gator_suite(&value) {
-                gator::run_suite(&source, value, &mut run);
+                gator::run_suite(&source, value, &mut run, options.compare_engines);
                 continue;
             }
             if !is_suite_document(&value) {
