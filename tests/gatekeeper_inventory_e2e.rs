@@ -59,37 +59,6 @@ fn dry_run(cluster: &ControlPlane, object: &str) -> Result<(), String> {
     }
 }
 
-fn admin_get(portcullis: &Portcullis, path: &str) -> Result<String, String> {
-    use std::io::{Read, Write};
-    let mut tcp = std::net::TcpStream::connect(portcullis.admin).map_err(|e| e.to_string())?;
-    tcp.write_all(
-        format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
-    )
-    .map_err(|e| e.to_string())?;
-    let mut text = String::new();
-    tcp.read_to_string(&mut text).map_err(|e| e.to_string())?;
-    if text.starts_with("HTTP/1.1 200") {
-        Ok(text)
-    } else {
-        Err(text)
-    }
-}
-
-/// A copy of the admin kubeconfig that impersonates ServiceAccount portcullis/portcullis,
-/// so Portcullis has only the RBAC granted to it.
-fn service_account_kubeconfig(cluster: &ControlPlane, dir: &Path) -> String {
-    let mut kubeconfig = kube::config::Kubeconfig::read_from(cluster.kubeconfig()).unwrap();
-    for user in &mut kubeconfig.auth_infos {
-        if let Some(auth) = user.auth_info.as_mut() {
-            auth.impersonate = Some("system:serviceaccount:portcullis:portcullis".into());
-        }
-    }
-    let path = dir.join("service-account-kubeconfig");
-    // JSON is YAML.
-    std::fs::write(&path, serde_json::to_vec(&kubeconfig).unwrap()).unwrap();
-    path.display().to_string()
-}
-
 /// The template and constraint of the inventory fixture and the Config, in one folder.
 fn policy_folder(work: &Path) -> String {
     let folder = work.join("policies");
@@ -126,7 +95,7 @@ fn synced_ingresses_make_a_duplicate_host_denied() {
         "--tls-dir",
         certs.to_str().unwrap(),
         "--kubeconfig",
-        &service_account_kubeconfig(&cluster, work.path()),
+        &cluster.service_account_kubeconfig(work.path()),
         "--policies",
         &folder,
     ]);
@@ -140,7 +109,7 @@ fn synced_ingresses_make_a_duplicate_host_denied() {
     eventually(
         "/readyz to wait for the Ingress watch",
         Duration::from_secs(60),
-        || match admin_get(&portcullis, "/readyz") {
+        || match portcullis.admin_get("/readyz") {
             Err(text)
                 if text.contains(
                     "Gatekeeper inventory not listed yet: networking.k8s.io/v1 Ingress",
@@ -175,7 +144,7 @@ fn synced_ingresses_make_a_duplicate_host_denied() {
     );
     cluster.apply(&generated);
     eventually("Portcullis to be ready", Duration::from_secs(90), || {
-        admin_get(&portcullis, "/readyz").map(drop)
+        portcullis.admin_get("/readyz").map(drop)
     });
 
     cluster

@@ -130,22 +130,6 @@ fn webhook_config(portcullis: &Portcullis, ca_bundle: &Path, policies: &[&str]) 
     String::from_utf8(output.stdout).unwrap()
 }
 
-fn admin_get(portcullis: &Portcullis, path: &str) -> Result<String, String> {
-    use std::io::{Read, Write};
-    let mut tcp = std::net::TcpStream::connect(portcullis.admin).map_err(|e| e.to_string())?;
-    tcp.write_all(
-        format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
-    )
-    .map_err(|e| e.to_string())?;
-    let mut text = String::new();
-    tcp.read_to_string(&mut text).map_err(|e| e.to_string())?;
-    if text.starts_with("HTTP/1.1 200") {
-        Ok(text)
-    } else {
-        Err(text)
-    }
-}
-
 /// A policy folder with the policy and Portcullis's bindings, for `serve` to load and reload.
 fn policy_folder(work: &Path) -> String {
     let folder = work.join("policies");
@@ -174,7 +158,7 @@ fn start(kubeconfig: &str, certs: &Path, folder: &str) -> Portcullis {
 
 fn wait_until_ready(portcullis: &Portcullis) {
     eventually("Portcullis to be ready", Duration::from_secs(30), || {
-        admin_get(portcullis, "/readyz").map(drop)
+        portcullis.admin_get("/readyz").map(drop)
     });
 }
 
@@ -183,21 +167,6 @@ fn serve(cluster: &ControlPlane, certs: &Path, folder: &str) -> Portcullis {
     let portcullis = start(cluster.kubeconfig(), certs, folder);
     wait_until_ready(&portcullis);
     portcullis
-}
-
-/// A copy of the admin kubeconfig that impersonates ServiceAccount portcullis/portcullis,
-/// so Portcullis has only the RBAC granted to it.
-fn service_account_kubeconfig(cluster: &ControlPlane, dir: &Path) -> String {
-    let mut kubeconfig = kube::config::Kubeconfig::read_from(cluster.kubeconfig()).unwrap();
-    for user in &mut kubeconfig.auth_infos {
-        if let Some(auth) = user.auth_info.as_mut() {
-            auth.impersonate = Some("system:serviceaccount:portcullis:portcullis".into());
-        }
-    }
-    let path = dir.join("service-account-kubeconfig");
-    // JSON is YAML.
-    std::fs::write(&path, serde_json::to_vec(&kubeconfig).unwrap()).unwrap();
-    path.display().to_string()
 }
 
 /// Probes `name` on both sides until both give `expected`, within `deadline` of `since`.
@@ -268,7 +237,7 @@ async fn params_from_config_maps_agree_with_the_apiserver() {
     // `webhook-config` prints for the policies (the param watch's), nothing else.
     let folder = policy_folder(work.path());
     let portcullis = start(
-        &service_account_kubeconfig(&cluster, work.path()),
+        &cluster.service_account_kubeconfig(work.path()),
         &certs,
         &folder,
     );

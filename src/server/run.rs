@@ -277,13 +277,13 @@ pub async fn start_with(
     if let Some(params) = params {
         admin = admin.layer(axum::middleware::from_fn_with_state(
             params,
-            readyz_waits_for_params,
+            readyz_waits_for::<ClusterParams>,
         ));
     }
     if let Some(inventory) = inventory {
         admin = admin.layer(axum::middleware::from_fn_with_state(
             inventory,
-            readyz_waits_for_inventory,
+            readyz_waits_for::<ClusterInventory>,
         ));
     }
     let admin_task = tokio::spawn(async move {
@@ -328,32 +328,30 @@ async fn readyz_waits_for_namespaces(
     response
 }
 
-/// `/readyz` is 503 until every param kind of the policies in use has been listed once (or
-/// found not to exist): policies reading params would otherwise decide without them.
-async fn readyz_waits_for_params(
-    State(params): State<ClusterParams>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let readyz = request.uri().path() == "/readyz";
-    let response = next.run(request).await;
-    if readyz
-        && response.status() == StatusCode::OK
-        && let Err(reason) = params.readiness()
-    {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: {reason}\n"),
-        )
-            .into_response();
-    }
-    response
+/// A watch `/readyz` waits for: `Err` names what has not been listed once yet.
+trait ListedOnce: Clone + Send + Sync + 'static {
+    fn readiness(&self) -> Result<(), String>;
 }
 
-/// `/readyz` is 503 until every kind a Gatekeeper Config syncs has been listed once (or
-/// found not to exist): templates reading `data.inventory` would otherwise decide without it.
-async fn readyz_waits_for_inventory(
-    State(inventory): State<ClusterInventory>,
+/// Every param kind of the policies in use listed once (or found not to exist): policies
+/// reading params would otherwise decide without them.
+impl ListedOnce for ClusterParams {
+    fn readiness(&self) -> Result<(), String> {
+        ClusterParams::readiness(self)
+    }
+}
+
+/// Every kind a Gatekeeper Config syncs listed once (or found not to exist): templates
+/// reading `data.inventory` would otherwise decide without it.
+impl ListedOnce for ClusterInventory {
+    fn readiness(&self) -> Result<(), String> {
+        ClusterInventory::readiness(self)
+    }
+}
+
+/// `/readyz` is 503, with the reason, until `watch` has listed what it watches once.
+async fn readyz_waits_for<W: ListedOnce>(
+    State(watch): State<W>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -361,7 +359,7 @@ async fn readyz_waits_for_inventory(
     let response = next.run(request).await;
     if readyz
         && response.status() == StatusCode::OK
-        && let Err(reason) = inventory.readiness()
+        && let Err(reason) = watch.readiness()
     {
         return (
             StatusCode::SERVICE_UNAVAILABLE,

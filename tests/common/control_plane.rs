@@ -220,6 +220,21 @@ pub struct ControllerManager {
 }
 
 impl ControlPlane {
+    /// A copy of the admin kubeconfig, in `dir`, that impersonates ServiceAccount
+    /// portcullis/portcullis, so Portcullis has only the RBAC granted to it.
+    pub fn service_account_kubeconfig(&self, dir: &Path) -> String {
+        let mut kubeconfig = kube::config::Kubeconfig::read_from(self.kubeconfig()).unwrap();
+        for user in &mut kubeconfig.auth_infos {
+            if let Some(auth) = user.auth_info.as_mut() {
+                auth.impersonate = Some("system:serviceaccount:portcullis:portcullis".into());
+            }
+        }
+        let path = dir.join("service-account-kubeconfig");
+        // JSON is YAML.
+        std::fs::write(&path, serde_json::to_vec(&kubeconfig).unwrap()).unwrap();
+        path.display().to_string()
+    }
+
     /// Starts `kube-controller-manager` from the control plane's bin folder with only
     /// `controllers` (names as `--controllers` takes them, e.g.
     /// `validatingadmissionpolicy-status-controller`), the admin kubeconfig, no leader election
@@ -284,6 +299,23 @@ pub struct Portcullis {
 }
 
 impl Portcullis {
+    /// `GET path` on the admin listener: the whole response when it is 200, else `Err` with it.
+    pub fn admin_get(&self, path: &str) -> Result<String, String> {
+        use std::io::{Read, Write};
+        let mut tcp = std::net::TcpStream::connect(self.admin).map_err(|e| e.to_string())?;
+        tcp.write_all(
+            format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
+        )
+        .map_err(|e| e.to_string())?;
+        let mut text = String::new();
+        tcp.read_to_string(&mut text).map_err(|e| e.to_string())?;
+        if text.starts_with("HTTP/1.1 200") {
+            Ok(text)
+        } else {
+            Err(text)
+        }
+    }
+
     pub fn start(args: &[&str]) -> Self {
         let mut child = Command::new(PORTCULLIS)
             .args([
