@@ -300,14 +300,20 @@ fn small_pod(c: &mut Criterion) {
 
 /// Gatekeeper (issue 34): the 10 KB Pod under tests/fixtures/bench/gatekeeper (a
 /// ConstraintTemplate whose Rego makes the 10 checks of bench/fixtures/vap, and its constraint)
-/// and under that ValidatingAdmissionPolicy, side by side: `Engine::evaluate` as `serve` calls
+/// and under that ValidatingAdmissionPolicy, and under the same checks as a CEL template
+/// (tests/fixtures/bench/gatekeeper-cel, engine K8sNativeValidation), side by side: `Engine::evaluate` as `serve` calls
 /// it (the webhook's review) and as `check` calls it (`gator`'s review, made from the object:
-/// what `gator bench` evaluates). Then the template alone on regorus, to split the cost: a
-/// clone of the compiled engine and `violation` evaluated on it, with the prototype unprepared
-/// (as compiled) and prepared (after one evaluation), the clone alone, the review turned into
-/// regorus's input, and the compile of the template's one regular expression.
+/// what `gator bench` evaluates), and the template as `check` calls it, with the objects given
+/// as `data.inventory` (here the Pod alone). Then the template alone on regorus, to split the
+/// cost: a clone of the compiled engine and `violation` evaluated on it, with the prototype
+/// unprepared (as compiled) and prepared (after one evaluation; src/engine/gatekeeper/rego.rs
+/// prepares its prototype when it compiles it), the clone alone, the review turned into
+/// regorus's input by way of a JSON review (the request serialized, then regorus's deserializer:
+/// two copies of the object, as src/engine/gatekeeper/review.rs built it before it made
+/// regorus's value directly), and the compile of the template's one regular expression (what
+/// `regex.match` costs per call without regorus's `cache` feature).
 fn gatekeeper(c: &mut Criterion) {
-    use portcullis::engine::gatekeeper::EnforcementPoint;
+    use portcullis::engine::gatekeeper::{EnforcementPoint, Inventory};
     use regorus::Value as RegoValue;
 
     let root = env!("CARGO_MANIFEST_DIR");
@@ -316,18 +322,29 @@ fn gatekeeper(c: &mut Criterion) {
         Engine::load(&[template_folder.clone().into()]).expect("bench ConstraintTemplate");
     let vap_engine =
         Engine::load(&[format!("{root}/bench/fixtures/vap").into()]).expect("bench VAP");
+    let cel_engine = Engine::load(&[format!("{root}/tests/fixtures/bench/gatekeeper-cel").into()])
+        .expect("bench CEL ConstraintTemplate");
     let body = std::fs::read(format!("{root}/tests/fixtures/bench/pod-10kb.json")).unwrap();
     let review = parse_review(&body).unwrap();
     let webhook = EvalContext::new(Endpoint::Validate);
     let gator = EvalContext::new(Endpoint::Validate)
         .at_enforcement_point(EnforcementPoint::Gator)
         .made_from_object(review.request.object.as_ref());
+    let inventory = Inventory::of(review.request.object.as_ref());
+    let gator_inventory = gator.with_inventory(Some(&inventory));
     let mut group = c.benchmark_group("gatekeeper");
     for (name, engine, context) in [
         ("rego-template", &rego_engine, &webhook),
         ("vap-10-validations", &vap_engine, &webhook),
+        ("cel-template", &cel_engine, &webhook),
         ("rego-template-gator-review", &rego_engine, &gator),
         ("vap-10-validations-gator-review", &vap_engine, &gator),
+        ("cel-template-gator-review", &cel_engine, &gator),
+        (
+            "rego-template-gator-review-inventory",
+            &rego_engine,
+            &gator_inventory,
+        ),
     ] {
         let decision = engine.evaluate(&review.request, context).unwrap();
         assert!(decision.allowed(), "{name}: {:?}", decision.violations);
