@@ -63,6 +63,26 @@ fn engines() -> Vec<(String, Engine)> {
         }
     }
     assert!(loaded_alone >= 10, "only {loaded_alone} fixtures loaded");
+    // Each Gatekeeper scenario's templates and constraints, alone and with a Config that
+    // excludes namespaces from the webhook.
+    let config = root("tests/fixtures/unwanted/gatekeeper-config");
+    let mut scenarios = 0;
+    for scenario in std::fs::read_dir(root("tests/fixtures/gatekeeper")).unwrap() {
+        let scenario = scenario.unwrap().path();
+        let (templates, constraints) = (scenario.join("templates"), scenario.join("constraints"));
+        if !templates.is_dir() || !constraints.is_dir() {
+            continue;
+        }
+        let name = scenario.display().to_string();
+        let alone = Engine::load(&[templates.clone(), constraints.clone()])
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        engines.push((name.clone(), alone));
+        let configured = Engine::load(&[templates, constraints, config.clone()])
+            .unwrap_or_else(|e| panic!("{name} with a Config: {e}"));
+        engines.push((format!("{name} with a Config"), configured));
+        scenarios += 1;
+    }
+    assert!(scenarios >= 10, "only {scenarios} Gatekeeper scenarios");
     // Rules that read an UPDATE's oldObject, one way per file.
     for file in files("tests/fixtures/admission_policies/old-object", "yaml") {
         let engine = Engine::load(std::slice::from_ref(&file)).unwrap();
@@ -587,4 +607,66 @@ fn an_old_object_no_rule_reads_is_not_decoded_and_not_missed() {
         "{object_only} with the object alone, {both} with both, \
          {differed_without_old} decided otherwise without oldObject"
     );
+}
+
+/// A Deployment in a namespace the Config excludes from the webhook is not wanted by
+/// constraints that match Deployments everywhere (so its objects are not decoded), and is
+/// allowed unchanged; a Namespace named like an excluded one is still judged by its object.
+#[test]
+fn a_namespace_the_config_excludes_from_the_webhook_is_not_wanted() {
+    let scenario = root("tests/fixtures/gatekeeper/required-labels");
+    let policies = [scenario.join("templates"), scenario.join("constraints")];
+    let alone = Engine::load(&policies).unwrap();
+    let mut with_config = policies.to_vec();
+    with_config.push(root("tests/fixtures/unwanted/gatekeeper-config"));
+    let configured = Engine::load(&with_config).unwrap();
+    let deployment: Value = serde_norway::from_str(
+        &std::fs::read_to_string(scenario.join("objects/deployment-unlabelled.yaml")).unwrap(),
+    )
+    .unwrap();
+    let envelope = |namespace: &str| {
+        let mut moved = deployment.clone();
+        moved["metadata"]["namespace"] = json!(namespace);
+        parse_review(&review_in_order(&request_of(
+            &moved,
+            "CREATE",
+            "jane@example.com",
+        )))
+        .unwrap()
+        .request
+    };
+    let namespaces = namespaces();
+    for namespace in ["kube-system", "test"] {
+        let request = envelope(namespace);
+        assert!(alone.wants(&without_objects(&request), Endpoint::Validate, &namespaces));
+        assert!(!configured.wants(&without_objects(&request), Endpoint::Validate, &namespaces));
+        let decision = configured
+            .evaluate(&request, &EvalContext::new(Endpoint::Validate))
+            .unwrap();
+        assert!(decision.violations.is_empty(), "{namespace}: {decision:?}");
+    }
+    for namespace in ["prod", "dev"] {
+        let request = envelope(namespace);
+        assert!(configured.wants(&without_objects(&request), Endpoint::Validate, &namespaces));
+        let decision = configured
+            .evaluate(&request, &EvalContext::new(Endpoint::Validate))
+            .unwrap();
+        assert_eq!(decision.violations.len(), 1, "{namespace}: {decision:?}");
+    }
+    let namespace: Value = serde_norway::from_str(
+        &std::fs::read_to_string(scenario.join("objects/ns-unowned.yaml")).unwrap(),
+    )
+    .unwrap();
+    let mut kube_namespace = namespace.clone();
+    kube_namespace["metadata"]["name"] = json!("kube-public");
+    for (object, violations) in [(&namespace, 1), (&kube_namespace, 0)] {
+        let request = parse_review(&review_in_order(&request_of(object, "UPDATE", "jane")))
+            .unwrap()
+            .request;
+        assert!(configured.wants(&without_objects(&request), Endpoint::Validate, &namespaces));
+        let decision = configured
+            .evaluate(&request, &EvalContext::new(Endpoint::Validate))
+            .unwrap();
+        assert_eq!(decision.violations.len(), violations, "{decision:?}");
+    }
 }

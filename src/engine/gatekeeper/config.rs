@@ -151,6 +151,20 @@ impl CompiledConfig {
         }
         judged_namespace(request).is_some_and(|namespace| self.excludes(process, namespace))
     }
+
+    /// Whether constraints skip `request` at the webhook, judged from its envelope: its
+    /// namespace is excluded from `webhook` and it is not a Namespace's (judged by the
+    /// object's own name). For a request with an object of its kind, this is
+    /// [`CompiledConfig::skips`] at [`EnforcementPoint::Webhook`].
+    pub(crate) fn webhook_skips_envelope(&self, request: &AdmissionRequest) -> bool {
+        let kind = &request.kind;
+        if self.excluded[Process::Webhook.index()].is_empty()
+            || (kind.group.is_empty() && kind.version == "v1" && kind.kind == "Namespace")
+        {
+            return false;
+        }
+        self.excludes(Process::Webhook, request.namespace.as_deref().unwrap_or(""))
+    }
 }
 
 /// The namespace the excluder judges a request by, as Gatekeeper's webhook finds it

@@ -561,12 +561,14 @@ impl Gatekeeper {
         self.constraints.len()
     }
 
-    /// Whether some constraint may apply to `request`, judged from its envelope and
-    /// namespace labels.
+    /// Whether some constraint may apply to `request` at the webhook, judged from its
+    /// envelope and namespace labels (the Config's webhook exclusions included).
     pub fn wants(&self, request: &AdmissionRequest, namespaces: &dyn NamespaceLookup) -> bool {
-        self.constraints
-            .iter()
-            .any(|constraint| constraint.matcher.may_match(request, namespaces))
+        !self.config.webhook_skips_envelope(request)
+            && self
+                .constraints
+                .iter()
+                .any(|constraint| constraint.matcher.may_match(request, namespaces))
     }
 
     /// The webhook rules that reach every request a constraint may apply to: the kinds its
