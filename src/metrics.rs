@@ -88,6 +88,25 @@ pub struct PolicyNameLabels {
     pub policy: Arc<str>,
 }
 
+/// Labels of the Gatekeeper inventory metrics: a kind the Config syncs (from the policy
+/// document, never from an object).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SyncedKindLabels {
+    /// The kind's `apiVersion` (`v1`, `networking.k8s.io/v1`).
+    pub api_version: String,
+    /// The kind.
+    pub kind: String,
+}
+
+/// Metrics of the watches that keep Gatekeeper's `data.inventory` under `serve`.
+#[derive(Clone, Debug, Default)]
+pub struct InventoryMetrics {
+    /// Objects of each synced kind the watches hold.
+    pub objects: Family<SyncedKindLabels, Gauge>,
+    /// Errors of each synced kind's watch (each is retried with backoff).
+    pub watch_errors: Family<SyncedKindLabels, Counter>,
+}
+
 /// Buckets from 50 µs to 10 s: most admissions take well under a millisecond.
 const DURATION_BUCKETS: [f64; 17] = [
     0.00005, 0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
@@ -141,6 +160,8 @@ pub struct Metrics {
     pub namespace_reads: Family<ResultLabels, Counter>,
     /// Reads of policy parameters their watch did not hold yet, by result.
     pub param_reads: Family<ResultLabels, Counter>,
+    /// The Gatekeeper inventory's watches.
+    pub inventory: InventoryMetrics,
     /// Per endpoint, the series of `requests` for an admission allowed with code 200 and of
     /// `duration`, once first used: most requests count there, and a handle skips the
     /// family's lock and label hashing. Created on first use, as `get_or_create` would, so
@@ -253,6 +274,19 @@ impl Metrics {
              yet, before deciding a request, by result (found, not_found, error, timeout)",
             param_reads.clone(),
         );
+        let inventory = InventoryMetrics::default();
+        registry.register(
+            "portcullis_inventory_objects",
+            "Objects of each kind Gatekeeper's Config syncs that the watches keeping \
+             data.inventory hold (namespaces excluded from sync left out)",
+            inventory.objects.clone(),
+        );
+        registry.register(
+            "portcullis_inventory_watch_errors",
+            "Errors of the watch of each kind Gatekeeper's Config syncs (each retried with \
+             backoff)",
+            inventory.watch_errors.clone(),
+        );
         let authorizer = AuthorizerMetrics::default();
         registry.register(
             "portcullis_authorizer_reviews",
@@ -270,6 +304,7 @@ impl Metrics {
             authorizer,
             namespace_reads,
             param_reads,
+            inventory,
             type_checking_warnings,
             policy_evaluations,
             policy_duration,

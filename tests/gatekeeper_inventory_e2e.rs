@@ -120,6 +120,22 @@ fn synced_ingresses_make_a_duplicate_host_denied() {
             other => Err(format!("{other:?}")),
         },
     );
+    let ingress_series = "{api_version=\"networking.k8s.io/v1\",kind=\"Ingress\"}";
+    let metric = |name: &str| {
+        let text = portcullis.admin_get("/metrics").expect("/metrics");
+        let prefix = format!("{name}{ingress_series} ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(prefix.as_str()))
+            .map(|value| value.trim().parse::<f64>().expect("a number"))
+    };
+    eventually(
+        "the refused watch to be counted",
+        Duration::from_secs(60),
+        || match metric("portcullis_inventory_watch_errors_total") {
+            Some(errors) if errors >= 1.0 => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
 
     let output = Command::new(PORTCULLIS)
         .args([
@@ -181,6 +197,7 @@ fn synced_ingresses_make_a_duplicate_host_denied() {
         &ingress("inventory-skipped", "www-copy", "www.example.com"),
     )
     .expect("the excluded namespace is not reviewed");
+    assert_eq!(metric("portcullis_inventory_objects"), Some(1.0));
 
     // The Ingress deleted, the watch removes it from the inventory.
     cluster.kubectl_ok(&["delete", "ingress", "-n", "inventory-shop", "store"]);
@@ -189,6 +206,7 @@ fn synced_ingresses_make_a_duplicate_host_denied() {
         Duration::from_secs(60),
         || dry_run(&cluster, &duplicate),
     );
+    assert_eq!(metric("portcullis_inventory_objects"), Some(0.0));
     let status = portcullis.terminate();
     assert!(status.success(), "{status:?}");
 }

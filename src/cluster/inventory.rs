@@ -30,6 +30,7 @@ use tokio::task::JoinHandle;
 use crate::engine::Engine;
 use crate::engine::gatekeeper::Inventory;
 use crate::engine::gatekeeper::config::SyncSettings;
+use crate::metrics::{InventoryMetrics, SyncedKindLabels};
 use crate::policy::gatekeeper_config::SyncOnlyEntry;
 
 /// How long discovery waits before asking again for a kind the cluster does not serve (a
@@ -60,6 +61,7 @@ struct Generation {
     published: Arc<ArcSwapOption<Inventory>>,
     /// False once another generation replaced this one: its watches then publish nothing.
     live: AtomicBool,
+    metrics: InventoryMetrics,
 }
 
 impl Generation {
@@ -72,6 +74,26 @@ impl Generation {
         if self.live.load(Ordering::SeqCst) && building.kinds.iter().all(|kind| kind.ready) {
             self.published
                 .store(Some(Arc::new(building.inventory.clone())));
+        }
+    }
+
+    /// The metrics labels of kind `index`.
+    fn labels(&self, index: usize) -> SyncedKindLabels {
+        let entry = &self.settings.kinds[index];
+        SyncedKindLabels {
+            api_version: entry.api_version(),
+            kind: entry.kind.clone(),
+        }
+    }
+
+    /// Sets the count of kind `index`'s objects, while this generation is live.
+    fn count(&self, index: usize, building: &Building) {
+        if self.live.load(Ordering::SeqCst) {
+            let held = i64::try_from(building.kinds[index].held.len()).unwrap_or(i64::MAX);
+            self.metrics
+                .objects
+                .get_or_create(&self.labels(index))
+                .set(held);
         }
     }
 
@@ -101,6 +123,7 @@ impl Generation {
         let mut building = self.lock();
         building.inventory.insert(&value);
         building.kinds[index].held.insert(key);
+        self.count(index, &building);
         self.publish(&building);
     }
 
@@ -115,6 +138,7 @@ impl Generation {
         if building.kinds[index].held.remove(&key) {
             let stub = stub(&self.settings.kinds[index], &key);
             building.inventory.remove(&stub);
+            self.count(index, &building);
             self.publish(&building);
         }
     }
@@ -148,6 +172,7 @@ impl Generation {
                 "Gatekeeper inventory: kind listed"
             );
         }
+        self.count(index, &building);
         self.publish(&building);
     }
 
@@ -207,6 +232,7 @@ pub struct ClusterInventory {
     running: Arc<Mutex<Option<Running>>>,
     /// Set once the watches of the engine in use have been started.
     reconciled: Arc<AtomicBool>,
+    metrics: InventoryMetrics,
 }
 
 impl std::fmt::Debug for ClusterInventory {
@@ -220,19 +246,17 @@ impl std::fmt::Debug for ClusterInventory {
 impl ClusterInventory {
     /// Starts following the engine in `engine`: watches for the kinds its Config syncs now,
     /// and again each time `reloaded` is notified. The inventory in use is published in
-    /// `published` (none without synced kinds), which requests read. Returns the handle and
-    /// the task, which runs until aborted (aborting it stops every watch).
+    /// `published` (none without synced kinds), which requests read; the watches' objects and
+    /// errors are counted in `metrics`. Returns the handle and the task, which runs until
+    /// aborted (aborting it stops every watch).
     pub fn spawn(
         client: Client,
         engine: Arc<ArcSwapOption<Engine>>,
         reloaded: Arc<Notify>,
         published: Arc<ArcSwapOption<Inventory>>,
+        metrics: InventoryMetrics,
     ) -> (Self, JoinHandle<()>) {
-        let inventory = ClusterInventory {
-            published,
-            running: Arc::new(Mutex::new(None)),
-            reconciled: Arc::new(AtomicBool::new(false)),
-        };
+        let inventory = ClusterInventory::new(published, metrics);
         let following = inventory.clone();
         let task = tokio::spawn(async move {
             // Stops every watch when the task is aborted.
@@ -250,6 +274,16 @@ impl ClusterInventory {
         (inventory, task)
     }
 
+    /// A handle that watches nothing yet.
+    fn new(published: Arc<ArcSwapOption<Inventory>>, metrics: InventoryMetrics) -> Self {
+        ClusterInventory {
+            published,
+            running: Arc::new(Mutex::new(None)),
+            reconciled: Arc::new(AtomicBool::new(false)),
+            metrics,
+        }
+    }
+
     /// Makes the watches those `settings` call for: unchanged settings keep the running
     /// watches; others start new ones (the inventory in use stays until they have listed).
     pub fn reconcile(&self, client: &Client, settings: SyncSettings) {
@@ -260,6 +294,7 @@ impl ClusterInventory {
         if !unchanged {
             // Dropping the old generation stops its watches.
             *running = None;
+            self.metrics.objects.clear();
             if settings.kinds.is_empty() {
                 self.published.store(None);
             } else {
@@ -281,6 +316,7 @@ impl ClusterInventory {
                     settings,
                     published: self.published.clone(),
                     live: AtomicBool::new(true),
+                    metrics: self.metrics.clone(),
                 });
                 let tasks = (0..generation.settings.kinds.len())
                     .map(|index| tokio::spawn(run_watch(client.clone(), generation.clone(), index)))
@@ -381,6 +417,11 @@ where
             Ok(watcher::Event::Apply(object)) => generation.apply(index, object),
             Ok(watcher::Event::Delete(object)) => generation.delete(index, &object),
             Err(error) => {
+                generation
+                    .metrics
+                    .watch_errors
+                    .get_or_create(&generation.labels(index))
+                    .inc();
                 tracing::warn!(
                     resource = %plural,
                     %error,
@@ -431,6 +472,7 @@ spec:
             settings,
             published: Arc::new(ArcSwapOption::empty()),
             live: AtomicBool::new(true),
+            metrics: InventoryMetrics::default(),
         }
     }
 
@@ -494,11 +536,24 @@ spec:
         let inventory = published(&generation).expect("published");
         assert!(inventory["namespace"]["shop"]["v1"]["ConfigMap"]["a"].is_object());
         assert!(inventory["namespace"].get("kube-system").is_none());
+        let config_maps = |generation: &Generation| {
+            generation
+                .metrics
+                .objects
+                .get_or_create(&generation.labels(0))
+                .get()
+        };
+        assert_eq!(
+            config_maps(&generation),
+            1,
+            "the excluded one is not counted"
+        );
         generation.delete(0, &object(Some("shop"), "a"));
         assert_eq!(
             published(&generation).expect("published"),
             json!({"cluster": {}, "namespace": {}})
         );
+        assert_eq!(config_maps(&generation), 0);
         // A relist drops what it no longer has.
         generation.apply(0, object(Some("shop"), "b"));
         let relisted = generation.inventory_object(0, object(Some("shop"), "c"));
@@ -510,6 +565,7 @@ spec:
             .keys()
             .collect();
         assert_eq!(names, ["c"]);
+        assert_eq!(config_maps(&generation), 1);
     }
 
     #[test]
@@ -525,11 +581,7 @@ spec:
     async fn without_synced_kinds_nothing_is_watched_or_published() {
         let (client, requests) = crate::cluster::fake_api::client(&[]);
         let published = Arc::new(ArcSwapOption::empty());
-        let inventory = ClusterInventory {
-            published: published.clone(),
-            running: Arc::new(Mutex::new(None)),
-            reconciled: Arc::new(AtomicBool::new(false)),
-        };
+        let inventory = ClusterInventory::new(published.clone(), InventoryMetrics::default());
         assert!(inventory.readiness().is_err());
         inventory.reconcile(&client, SyncSettings::default());
         assert_eq!(inventory.readiness(), Ok(()));
@@ -542,11 +594,7 @@ spec:
         // The fake API serves nothing: discovery finds no Ingress resource.
         let (client, _) = crate::cluster::fake_api::client(&[]);
         let published = Arc::new(ArcSwapOption::empty());
-        let inventory = ClusterInventory {
-            published: published.clone(),
-            running: Arc::new(Mutex::new(None)),
-            reconciled: Arc::new(AtomicBool::new(false)),
-        };
+        let inventory = ClusterInventory::new(published.clone(), InventoryMetrics::default());
         let ingresses = settings(
             "apiVersion: config.gatekeeper.sh/v1alpha1\nkind: Config\nmetadata: {name: config}\n\
              spec: {sync: {syncOnly: [{group: networking.k8s.io, version: v1, kind: Ingress}]}}\n",

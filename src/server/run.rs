@@ -221,6 +221,7 @@ pub async fn start_with(
             state.engine.clone(),
             inventory_swapped,
             state.inventory.clone(),
+            state.metrics.inventory.clone(),
         );
         background.push(AbortOnDrop(task));
         inventory
