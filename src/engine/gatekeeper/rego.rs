@@ -160,7 +160,7 @@ impl RegoTemplate {
         engine.set_input(input);
         let results = engine
             .eval_rule(self.rule.clone())
-            .map_err(|error| error.to_string())?;
+            .map_err(|error| one_line_error(&error.to_string()))?;
         let mut violations = Vec::new();
         let Ok(set) = results.as_set() else {
             return Ok(violations);
@@ -203,6 +203,35 @@ impl RegoTemplate {
         prepare(&mut engine, &self.rule);
         *kept = Some((inventory.clone(), engine.clone()));
         Ok(engine)
+    }
+}
+
+/// A regorus error on one line, where OPA's are (`template:3: …`): regorus writes the
+/// location (`--> rego.rego:3:1`), the source line and a caret on lines of their own, then
+/// `error: <message>`. The template's module is named `template`, as Gatekeeper names it;
+/// text in another shape is returned trimmed.
+fn one_line_error(error: &str) -> String {
+    let location = error
+        .lines()
+        .find_map(|line| line.trim_start().strip_prefix("--> "));
+    let message = error
+        .lines()
+        .rev()
+        .find_map(|line| line.strip_prefix("error: "));
+    let (Some(location), Some(message)) = (location, message) else {
+        return error.trim().to_owned();
+    };
+    let message = message.replace("rego.rego:", "template:");
+    let mut parts = location.rsplitn(3, ':');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(_column), Some(line), Some(file)) => {
+            let module = match file {
+                "rego.rego" => "template",
+                library => library.trim_end_matches(".rego"),
+            };
+            format!("{module}:{line}: {message}")
+        }
+        _ => message,
     }
 }
 
@@ -277,6 +306,21 @@ violation[{"msg": msg, "details": {"missing": missing}}] {
             )
             .unwrap();
         assert!(none.is_empty());
+    }
+
+    #[test]
+    fn runtime_errors_are_one_line_naming_the_template_line() {
+        let conflict =
+            "package p\nx = 1 { true }\nx = 2 { true }\nviolation[{\"msg\": \"m\"}] { x }\n";
+        let template = RegoTemplate::compile(conflict, &[], None).unwrap();
+        let error = template
+            .evaluate(input(serde_json::json!({}), &[]), None)
+            .unwrap_err();
+        assert_eq!(
+            error,
+            "template:3: rule conflicts with rule at template:2:1"
+        );
+        assert_eq!(one_line_error("  no location  "), "no location");
     }
 
     #[test]
