@@ -8,7 +8,9 @@
   the kubectl last-applied-configuration annotation, as `kubectl apply` leaves it;
 - pod-44-containers-review.json: a small Pod CREATE (about 4 KB) with 44 containers, the object
   of the isolation run: bench/fixtures/heavy's triple comprehension over its containers costs
-  within the apiserver's per-expression budget at 44 containers (issue 14's measurement).
+  within the apiserver's per-expression budget at 44 containers (issue 14's measurement);
+- vap-trivial-1/policy.yaml, vap-trivial-21/policy.yaml: a ValidatingAdmissionPolicy with 1 and
+  21 validations like issue 36's trivial one, for criterion's cost of one more validation.
 
 Deterministic: rerunning it gives the same bytes. Usage: bench/gen_fixtures.py
 """
@@ -120,6 +122,41 @@ def pod_44_containers_review():
     }
 
 
+def trivial_validations_policy(count):
+    """A ValidatingAdmissionPolicy (and its binding) on Pods with `count` trivial validations,
+    each reading a label of its own."""
+    name = f"bench-vap-trivial-{count}"
+    validations = "".join(
+        f"    - expression: \"object.metadata.?labels[?'bench-{i}'].orValue('') != 'forbidden'\"\n"
+        f"      message: label bench-{i} is not 'forbidden'\n"
+        for i in range(1, count + 1))
+    return f"""# Written by bench/gen_fixtures.py. criterion's cost of one trivial validation
+# (benches/admission.rs, group `validation-cost`): {count} validations like issue 36's trivial
+# one, each reading a label of its own.
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: {name}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+      - apiGroups: [""]
+        apiVersions: ["v1"]
+        operations: [CREATE, UPDATE]
+        resources: [pods]
+  validations:
+{validations}---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: {name}
+spec:
+  policyName: {name}
+  validationActions: [Deny]
+"""
+
+
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
     size = dump(OUT / "configmap-review.json", configmap_review())
@@ -132,6 +169,11 @@ def main():
     print(f"bench/fixtures/pod-100kb-review.json {size} bytes")
     size = dump(OUT / "pod-44-containers-review.json", pod_44_containers_review())
     print(f"bench/fixtures/pod-44-containers-review.json {size} bytes")
+    for count in (1, 21):
+        folder = OUT / f"vap-trivial-{count}"
+        folder.mkdir(exist_ok=True)
+        (folder / "policy.yaml").write_text(trivial_validations_policy(count))
+        print(f"bench/fixtures/vap-trivial-{count}/policy.yaml")
 
 
 if __name__ == "__main__":

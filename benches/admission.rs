@@ -424,9 +424,36 @@ fn gatekeeper(c: &mut Criterion) {
     group.finish();
 }
 
+/// What one more trivial validation costs: the same VAP with 1 and with 21 validations like
+/// issue 36's trivial one, on the small Pod; (21's time - 1's) / 20 is one validation's cost.
+fn validation_cost(c: &mut Criterion) {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let body = std::fs::read(format!("{root}/bench/fixtures/pod-small-review.json")).unwrap();
+    let review = parse_review(&body).unwrap();
+    let context = EvalContext::new(Endpoint::Validate);
+    let mut group = c.benchmark_group("validation-cost");
+    for count in [1, 21] {
+        let engine = Engine::load(&[format!("{root}/bench/fixtures/vap-trivial-{count}").into()])
+            .expect("the trivial-validations VAP");
+        let decision = engine.evaluate(&review.request, &context).unwrap();
+        assert!(decision.allowed(), "{:?}", decision.violations);
+        group.bench_function(format!("validate/vap-trivial-{count}/pod-small"), |b| {
+            b.iter(|| {
+                black_box(
+                    engine
+                        .evaluate(black_box(&review.request), &context)
+                        .unwrap(),
+                )
+            })
+        });
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
     pipeline,
+    validation_cost,
     router,
     standard_set,
     defaulting,
