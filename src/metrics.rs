@@ -11,6 +11,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::authorization::{AuthorizerMetrics, ResultLabels};
+use crate::cluster::inventory::InventoryMetrics;
 
 /// Labels of `portcullis_admission_requests_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -86,25 +87,6 @@ pub struct PolicyLabels {
 pub struct PolicyNameLabels {
     /// The policy's name.
     pub policy: Arc<str>,
-}
-
-/// Labels of the Gatekeeper inventory metrics: a kind the Config syncs (from the policy
-/// document, never from an object).
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct SyncedKindLabels {
-    /// The kind's `apiVersion` (`v1`, `networking.k8s.io/v1`).
-    pub api_version: String,
-    /// The kind.
-    pub kind: String,
-}
-
-/// Metrics of the watches that keep Gatekeeper's `data.inventory` under `serve`.
-#[derive(Clone, Debug, Default)]
-pub struct InventoryMetrics {
-    /// Objects of each synced kind the watches hold.
-    pub objects: Family<SyncedKindLabels, Gauge>,
-    /// Errors of each synced kind's watch (each is retried with backoff).
-    pub watch_errors: Family<SyncedKindLabels, Counter>,
 }
 
 /// Buckets from 50 µs to 10 s: most admissions take well under a millisecond.

@@ -23,6 +23,10 @@ use kube::api::DynamicObject;
 use kube::core::GroupVersionKind;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use serde_json::Value;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -30,8 +34,26 @@ use tokio::task::JoinHandle;
 use crate::engine::Engine;
 use crate::engine::gatekeeper::Inventory;
 use crate::engine::gatekeeper::config::SyncSettings;
-use crate::metrics::{InventoryMetrics, SyncedKindLabels};
 use crate::policy::gatekeeper_config::SyncOnlyEntry;
+
+/// Labels of the Gatekeeper inventory metrics: a kind the Config syncs (from the policy
+/// document, never from an object).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SyncedKindLabels {
+    /// The kind's `apiVersion` (`v1`, `networking.k8s.io/v1`).
+    pub api_version: String,
+    /// The kind.
+    pub kind: String,
+}
+
+/// Metrics of the watches that keep Gatekeeper's `data.inventory` under `serve`.
+#[derive(Clone, Debug, Default)]
+pub struct InventoryMetrics {
+    /// Objects of each synced kind the watches hold.
+    pub objects: Family<SyncedKindLabels, Gauge>,
+    /// Errors of each synced kind's watch (each is retried with backoff).
+    pub watch_errors: Family<SyncedKindLabels, Counter>,
+}
 
 /// How long discovery waits before asking again for a kind the cluster does not serve (a
 /// CustomResourceDefinition may be installed later), or after discovery failed.
