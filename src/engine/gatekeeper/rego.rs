@@ -30,6 +30,9 @@ pub(crate) struct RegoTemplate {
     with_inventory: Mutex<Option<(RegoValue, regorus::Engine)>>,
     /// `data.<package>.violation`.
     rule: String,
+    /// Each module's file name as regorus knows it (`rego.rego`, `libs[0].rego`) and its text,
+    /// to place errors as OPA places them.
+    modules: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for RegoTemplate {
@@ -93,7 +96,9 @@ impl RegoTemplate {
                 .enumerate()
                 .map(|(i, lib)| (format!("libs[{i}]"), lib.as_str())),
         );
+        let mut sources = Vec::new();
         for (module, text) in modules {
+            sources.push((format!("{module}.rego"), text.to_owned()));
             if let Some((line, builtin)) = disallowed_builtin(text) {
                 return Err(RegoError {
                     module,
@@ -143,6 +148,7 @@ impl RegoTemplate {
             prototype: engine,
             with_inventory: Mutex::new(None),
             rule,
+            modules: sources,
         })
     }
 
@@ -160,7 +166,7 @@ impl RegoTemplate {
         engine.set_input(input);
         let results = engine
             .eval_rule(self.rule.clone())
-            .map_err(|error| one_line_error(&error.to_string()))?;
+            .map_err(|error| one_line_error(&error.to_string(), &self.modules))?;
         let mut violations = Vec::new();
         let Ok(set) = results.as_set() else {
             return Ok(violations);
@@ -209,8 +215,10 @@ impl RegoTemplate {
 /// A regorus error on one line, where OPA's are (`template:3: …`): regorus writes the
 /// location (`--> rego.rego:3:1`), the source line and a caret on lines of their own, then
 /// `error: <message>`. The template's module is named `template`, as Gatekeeper names it;
-/// text in another shape is returned trimmed.
-fn one_line_error(error: &str) -> String {
+/// text in another shape is returned trimmed. Conflicts are worded as OPA words them, a
+/// function's placed at its second definition in `modules` where OPA places it (regorus
+/// places it at the call).
+fn one_line_error(error: &str, modules: &[(String, String)]) -> String {
     let location = error
         .lines()
         .find_map(|line| line.trim_start().strip_prefix("--> "));
@@ -221,18 +229,94 @@ fn one_line_error(error: &str) -> String {
     let (Some(location), Some(message)) = (location, message) else {
         return error.trim().to_owned();
     };
-    let message = message.replace("rego.rego:", "template:");
     let mut parts = location.rsplitn(3, ':');
-    match (parts.next(), parts.next(), parts.next()) {
-        (Some(_column), Some(line), Some(file)) => {
-            let module = match file {
-                "rego.rego" => "template",
-                library => library.trim_end_matches(".rego"),
-            };
-            format!("{module}:{line}: {message}")
+    let (Some(column), Some(line), Some(file)) = (parts.next(), parts.next(), parts.next()) else {
+        return message.replace("rego.rego:", "template:");
+    };
+    let (mut file, mut line) = (file.to_owned(), line.to_owned());
+    let message = match conflict_in_opa_words(message) {
+        Some(Conflict::Function(words)) => {
+            let column = column.parse().unwrap_or(0);
+            if let Some((at_file, at_line)) = second_definition(modules, &file, &line, column) {
+                (file, line) = (at_file, at_line.to_string());
+            }
+            words.to_owned()
         }
-        _ => message,
+        Some(Conflict::Rule(words)) => words.to_owned(),
+        None => message.replace("rego.rego:", "template:"),
+    };
+    format!("{}:{line}: {message}", module_name(&file))
+}
+
+/// A module's name in messages: `template` for the template's own, as Gatekeeper names it.
+fn module_name(file: &str) -> &str {
+    match file {
+        "rego.rego" => "template",
+        library => library.trim_end_matches(".rego"),
     }
+}
+
+/// A conflict regorus reports, in OPA's words.
+enum Conflict {
+    /// Of a rule (complete, or a partial object's key).
+    Rule(&'static str),
+    /// Of a function: two outputs for one input.
+    Function(&'static str),
+}
+
+fn conflict_in_opa_words(message: &str) -> Option<Conflict> {
+    const COMPLETE: &str = "eval_conflict_error: complete rules must not produce multiple outputs";
+    if message.starts_with("rule conflicts with rule at")
+        || message.starts_with("complete rules should not produce multiple outputs")
+        || message.starts_with("rules should not produce multiple outputs")
+    {
+        Some(Conflict::Rule(COMPLETE))
+    } else if message == "rules must not produce multiple outputs" {
+        Some(Conflict::Rule(
+            "eval_conflict_error: object keys must be unique",
+        ))
+    } else if message == "functions must not produce multiple outputs for same inputs"
+        || message.starts_with("function produced multiple outputs")
+    {
+        Some(Conflict::Function(
+            "eval_conflict_error: functions must not produce multiple outputs for same inputs",
+        ))
+    } else {
+        None
+    }
+}
+
+/// The module and line of the second definition of the function called at `file:line:column`
+/// (the column of the call's `(`): its name is read before the column, its definitions are the
+/// unindented lines starting `name(`, in the calling module first, then in the others.
+fn second_definition(
+    modules: &[(String, String)],
+    file: &str,
+    line: &str,
+    column: usize,
+) -> Option<(String, usize)> {
+    let (_, text) = modules.iter().find(|(name, _)| name == file)?;
+    let call_line = text
+        .lines()
+        .nth(line.parse::<usize>().ok()?.checked_sub(1)?)?;
+    let before = call_line.get(..column.checked_sub(1)?)?;
+    let path = before
+        .rsplit(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'))
+        .next()?;
+    let name = path.rsplit('.').next().filter(|name| !name.is_empty())?;
+    let calling = modules.iter().filter(|(module, _)| module == file);
+    let others = modules.iter().filter(|(module, _)| module != file);
+    calling.chain(others).find_map(|(module, text)| {
+        let (index, _) = text
+            .lines()
+            .enumerate()
+            .filter(|(_, line)| {
+                line.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with('('))
+            })
+            .nth(1)?;
+        Some((module.clone(), index + 1))
+    })
 }
 
 /// Prepares `engine` for evaluation now rather than at its (every clone's) first evaluation:
@@ -318,9 +402,33 @@ violation[{"msg": msg, "details": {"missing": missing}}] {
             .unwrap_err();
         assert_eq!(
             error,
-            "template:3: rule conflicts with rule at template:2:1"
+            "template:3: eval_conflict_error: complete rules must not produce multiple outputs"
         );
-        assert_eq!(one_line_error("  no location  "), "no location");
+        assert_eq!(one_line_error("  no location  ", &[]), "no location");
+
+        let function = "package p\ntwice(v) = 1 { v }\ntwice(v) = 2 { v }\n\
+            violation[{\"msg\": m}] {\n  m := sprintf(\"%v\", [twice(true)])\n}\n";
+        let template = RegoTemplate::compile(function, &[], None).unwrap();
+        let error = template
+            .evaluate(input(serde_json::json!({}), &[]), None)
+            .unwrap_err();
+        assert_eq!(
+            error,
+            "template:3: eval_conflict_error: functions must not produce multiple outputs \
+             for same inputs"
+        );
+        let library = "package lib.twice\nf(v) = 1 { v }\nf(v) = 2 { v }\n";
+        let uses = "package p\nimport data.lib.twice\n\
+            violation[{\"msg\": m}] {\n  m := sprintf(\"%v\", [twice.f(true)])\n}\n";
+        let template = RegoTemplate::compile(uses, &[library.to_owned()], None).unwrap();
+        let error = template
+            .evaluate(input(serde_json::json!({}), &[]), None)
+            .unwrap_err();
+        assert_eq!(
+            error,
+            "libs[0]:3: eval_conflict_error: functions must not produce multiple outputs \
+             for same inputs"
+        );
     }
 
     #[test]
