@@ -44,6 +44,7 @@ const SCENARIOS: &[&str] = &[
     "cel-request",
     "container-limits-lib",
     "enforcement-actions",
+    "expansion",
     "inventory",
     "match-kinds-scope",
     "match-name-source",
@@ -64,6 +65,19 @@ struct Scenario {
     templates: Vec<PathBuf>,
     constraints: Vec<PathBuf>,
     objects: Vec<PathBuf>,
+    /// ExpansionTemplates (`expansion/`; most scenarios have none).
+    expansions: Vec<PathBuf>,
+}
+
+impl Scenario {
+    /// The folders `portcullis check` reads as policies (and `gator test` with `-f`).
+    fn policy_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs = vec![self.dir.join("templates"), self.dir.join("constraints")];
+        if !self.expansions.is_empty() {
+            dirs.push(self.dir.join("expansion"));
+        }
+        dirs
+    }
 }
 
 /// The YAML and JSON files of `dir`, sorted (none when it does not exist).
@@ -92,6 +106,7 @@ fn scenarios() -> Vec<Scenario> {
                 templates: files(&dir.join("templates")),
                 constraints: files(&dir.join("constraints")),
                 objects: files(&dir.join("objects")),
+                expansions: files(&dir.join("expansion")),
                 dir,
             }
         })
@@ -225,6 +240,15 @@ fn every_scenario_has_the_layout_the_harness_reads() {
                 "{path:?}: constraint names are unique in a scenario"
             );
         }
+        for path in &scenario.expansions {
+            for template in documents(path) {
+                assert_eq!(
+                    template["apiVersion"], "expansion.gatekeeper.sh/v1beta1",
+                    "{path:?}"
+                );
+                assert_eq!(template["kind"], "ExpansionTemplate", "{path:?}");
+            }
+        }
         let mut keys = BTreeSet::new();
         for path in &scenario.objects {
             let object = document(path);
@@ -261,15 +285,16 @@ fn gator_verify_passes_on_every_suite() {
     assert!(failures.is_empty(), "{failures}");
 }
 
-/// `gator test -o json` on the scenario's templates, constraints and objects: the exit code and
-/// the results (gator prints `null` for none).
+/// `gator test -o json` on the scenario's templates, constraints, ExpansionTemplates and
+/// objects: the exit code and the results (gator prints `null` for none).
 fn gator_test(gator: &Path, scenario: &Scenario) -> (i32, Vec<Value>) {
-    let dir = &scenario.dir;
-    let output = run(Command::new(gator)
-        .arg("test")
-        .args(["-f".as_ref(), dir.join("templates").as_os_str()])
-        .args(["-f".as_ref(), dir.join("constraints").as_os_str()])
-        .args(["-f".as_ref(), dir.join("objects").as_os_str()])
+    let mut command = Command::new(gator);
+    command.arg("test");
+    for dir in scenario.policy_dirs() {
+        command.arg("-f").arg(dir);
+    }
+    let output = run(command
+        .args(["-f".as_ref(), scenario.dir.join("objects").as_os_str()])
         .args(["-o", "json"]));
     let code = output.status.code().expect("gator exited by a signal");
     assert!(
@@ -428,6 +453,7 @@ fn portcullis_agrees_with_gator_test() {
             let api_version = text(&violating["apiVersion"]);
             if api_version.starts_with("templates.gatekeeper.sh/")
                 || api_version.starts_with("constraints.gatekeeper.sh/")
+                || api_version.starts_with("expansion.gatekeeper.sh/")
             {
                 // gator test reviews the policy documents too; portcullis reads them as policies.
                 continue;
@@ -456,10 +482,7 @@ fn portcullis_agrees_with_gator_test() {
         }
 
         let what = format!("scenario {}", scenario.name);
-        let policies = [
-            scenario.dir.join("templates"),
-            scenario.dir.join("constraints"),
-        ];
+        let policies = scenario.policy_dirs();
         let (code, results) = match portcullis_check(&policies, &scenario.objects) {
             Ok(answer) => answer,
             Err(error) => {
@@ -557,6 +580,7 @@ struct SuiteTest {
     name: String,
     template: String,
     constraint: String,
+    expansion: Option<String>,
     #[serde(default)]
     invalid: bool,
     #[serde(default)]
@@ -644,7 +668,8 @@ fn portcullis_meets_the_suites_assertions() {
                 dryrun_tests += 1;
                 continue;
             }
-            let policies = [scenario.dir.join(&test.template), constraint_path];
+            let mut policies = vec![scenario.dir.join(&test.template), constraint_path];
+            policies.extend(test.expansion.iter().map(|path| scenario.dir.join(path)));
             for case in &test.cases {
                 cases += 1;
                 let what = format!("{}/{}/{}", scenario.name, test.name, case.name);

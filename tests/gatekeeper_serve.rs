@@ -2,7 +2,9 @@
 //! AdmissionReview as Gatekeeper's validating webhook answers it (403 Forbidden, messages
 //! `[constraint] msg` joined by new lines), with the request's own operation and user in
 //! `input.review`; a template that does not compile keeps the policies from loading, with the
-//! template's file, field and Rego line.
+//! template's file, field and Rego line. With ExpansionTemplates, the objects a request's
+//! object generates are reviewed too, with the request's operation, as Gatekeeper's webhook
+//! reviews them; an object that cannot be expanded fails the request (500).
 
 mod common;
 
@@ -80,5 +82,73 @@ fn a_template_that_does_not_compile_names_its_file_field_and_line() {
     assert!(
         error.contains("line 3: http.send is not allowed in ConstraintTemplates"),
         "{error}"
+    );
+}
+
+/// The answer of the expansion scenario's policies to `review` (its object possibly changed).
+async fn expansion_answer(review: Value) -> Value {
+    let scenario = "gatekeeper/expansion";
+    let engine = load_engine(&[
+        fixture(&format!("{scenario}/templates")),
+        fixture(&format!("{scenario}/constraints")),
+        fixture(&format!("{scenario}/expansion")),
+    ])
+    .unwrap();
+    let router = webhook_router(AppState::new(engine, RequestSettings::default()));
+    let body = serde_json::to_vec(&review).unwrap();
+    let response = router.oneshot(post_json("/validate", body)).await.unwrap();
+    let review: Value = serde_json::from_slice(&body_bytes(response).await).unwrap();
+    review["response"].clone()
+}
+
+fn deployment_review() -> Value {
+    let text = read_fixture("gatekeeper/expansion/reviews/deployment-web-create.json");
+    serde_json::from_slice(&text).unwrap()
+}
+
+#[tokio::test]
+async fn a_deployments_pod_is_reviewed_with_the_requests_operation() {
+    let response = expansion_answer(deployment_review()).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    assert_eq!(response["status"]["code"], 403);
+    assert_eq!(
+        response["status"]["message"],
+        "[no-latest] [Implied by expand-deployments] container <nginx> uses tag <latest>: Pod \
+         apps/web-pod, operation \"CREATE\", owners [\"Deployment/web\"]"
+    );
+    assert_eq!(
+        response["warnings"],
+        serde_json::json!([
+            "[generated-pods-run-as-nonroot] [Implied by expand-deployments] pod web-pod in apps \
+             must set runAsNonRoot (operation \"CREATE\")"
+        ])
+    );
+
+    // On DELETE the Pod is made from the old object, and its review carries DELETE.
+    let mut delete = deployment_review();
+    let request = &mut delete["request"];
+    request["operation"] = "DELETE".into();
+    request["oldObject"] = request["object"].take();
+    let response = expansion_answer(delete).await;
+    let message = response["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.ends_with("Pod apps/web-pod, operation \"DELETE\", owners [\"Deployment/web\"]"),
+        "{response}"
+    );
+}
+
+#[tokio::test]
+async fn an_object_that_cannot_be_expanded_fails_the_request() {
+    let mut review = deployment_review();
+    review["request"]["object"]["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("template");
+    let response = expansion_answer(review).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    assert_eq!(response["status"]["code"], 500);
+    assert_eq!(
+        response["status"]["message"],
+        "unable to expand object: could not find source field \"spec.template\" in resource web"
     );
 }

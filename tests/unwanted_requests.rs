@@ -63,8 +63,8 @@ fn engines() -> Vec<(String, Engine)> {
         }
     }
     assert!(loaded_alone >= 10, "only {loaded_alone} fixtures loaded");
-    // Each Gatekeeper scenario's templates and constraints, alone and with a Config that
-    // excludes namespaces from the webhook.
+    // Each Gatekeeper scenario's templates, constraints and ExpansionTemplates, alone and with a
+    // Config that excludes namespaces from the webhook.
     let config = root("tests/fixtures/unwanted/gatekeeper-config");
     let mut scenarios = 0;
     for scenario in std::fs::read_dir(root("tests/fixtures/gatekeeper")).unwrap() {
@@ -74,11 +74,15 @@ fn engines() -> Vec<(String, Engine)> {
             continue;
         }
         let name = scenario.display().to_string();
-        let alone = Engine::load(&[templates.clone(), constraints.clone()])
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut policies = vec![templates, constraints];
+        if scenario.join("expansion").is_dir() {
+            policies.push(scenario.join("expansion"));
+        }
+        let alone = Engine::load(&policies).unwrap_or_else(|e| panic!("{name}: {e}"));
         engines.push((name.clone(), alone));
-        let configured = Engine::load(&[templates, constraints, config.clone()])
-            .unwrap_or_else(|e| panic!("{name} with a Config: {e}"));
+        policies.push(config.clone());
+        let configured =
+            Engine::load(&policies).unwrap_or_else(|e| panic!("{name} with a Config: {e}"));
         engines.push((format!("{name} with a Config"), configured));
         scenarios += 1;
     }

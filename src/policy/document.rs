@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::admission_policy::{self, AdmissionPolicyDocument};
 use super::gatekeeper::{self, GatekeeperDocument};
 use super::gatekeeper_config;
+use super::gatekeeper_expansion;
 use super::native::Policy;
 use super::pod_security::PodSecurityConfiguration;
 
@@ -94,7 +95,7 @@ pub struct SourcedDocument {
 }
 
 /// The kinds Portcullis reads, as `apiVersion` and `kind`.
-pub const SUPPORTED_KINDS: [(&str, &str); 10] = [
+pub const SUPPORTED_KINDS: [(&str, &str); 11] = [
     (
         "pod-security.admission.config.k8s.io/v1",
         "PodSecurityConfiguration",
@@ -120,11 +121,12 @@ pub const SUPPORTED_KINDS: [(&str, &str); 10] = [
         "<a ConstraintTemplate's kind>",
     ),
     (gatekeeper_config::CONFIG_API_VERSION, "Config"),
+    ("expansion.gatekeeper.sh/v1beta1", "ExpansionTemplate"),
 ];
 
 /// API groups whose documents must be ones Portcullis reads: anything else in them is a
 /// mistake, never a parameter object.
-const RESERVED_GROUPS: [&str; 7] = [
+const RESERVED_GROUPS: [&str; 8] = [
     "portcullis.dev",
     "pod-security.admission.config.k8s.io",
     admission_policy::GROUP,
@@ -132,6 +134,7 @@ const RESERVED_GROUPS: [&str; 7] = [
     gatekeeper::TEMPLATES_GROUP,
     gatekeeper::CONSTRAINTS_GROUP,
     gatekeeper_config::CONFIG_GROUP,
+    gatekeeper_expansion::EXPANSION_GROUP,
 ];
 
 /// The error for a document Portcullis does not read.
@@ -314,6 +317,11 @@ fn recognise(source: DocumentSource, value: Value) -> Result<SourcedDocument, Po
             } else if group == gatekeeper_config::CONFIG_GROUP {
                 let config = gatekeeper_config::recognise(&source, value)?;
                 PolicyDocument::Gatekeeper(Box::new(GatekeeperDocument::Config(Box::new(config))))
+            } else if group == gatekeeper_expansion::EXPANSION_GROUP {
+                let template = gatekeeper_expansion::recognise(&source, value)?;
+                PolicyDocument::Gatekeeper(Box::new(GatekeeperDocument::Expansion(Box::new(
+                    template,
+                ))))
             } else if RESERVED_GROUPS.contains(&group) {
                 return Err(unsupported_document(&source, api_version, kind));
             } else {

@@ -311,6 +311,9 @@ pub enum GatekeeperDocument {
     /// The `config.gatekeeper.sh` Config: namespaces excluded per process, kinds synced
     /// into `data.inventory` (at most one per policy set).
     Config(Box<super::gatekeeper_config::GatekeeperConfig>),
+    /// An `expansion.gatekeeper.sh` ExpansionTemplate: constraints also review the object a
+    /// workload generates.
+    Expansion(Box<super::gatekeeper_expansion::ExpansionTemplate>),
 }
 
 /// Reads a document of [`TEMPLATES_GROUP`] or [`CONSTRAINTS_GROUP`].

@@ -8,6 +8,7 @@ pub mod admission_policy;
 mod document;
 pub mod gatekeeper;
 pub mod gatekeeper_config;
+pub mod gatekeeper_expansion;
 mod native;
 pub mod pod_security;
 

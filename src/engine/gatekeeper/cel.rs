@@ -12,7 +12,7 @@
 
 use serde_json::{Map, Value as Json};
 
-use super::EnforcementPoint;
+use super::{EnforcementPoint, ReviewedObject};
 use crate::admission::{AdmissionRequest, Operation};
 use crate::engine::NamespaceLookup;
 use crate::engine::admission_policy::policy_core::{compile_expression, expect_output};
@@ -247,26 +247,31 @@ pub(crate) struct CelRequest<'r> {
 }
 
 impl<'r> CelRequest<'r> {
-    /// The input at `point`: for a request made from an object (`from_object`: `gator`,
-    /// audit), the request Gatekeeper makes of the object alone (kind, name and namespace;
-    /// empty resource, operation and user); else the request as sent. gator gives no
+    /// The input at `point`: for a request made from an object (`reviewed`: `gator`, audit,
+    /// an expansion's resultant), the request Gatekeeper makes of the object alone (kind,
+    /// name and namespace; empty resource and user; a resultant's operation at the webhook,
+    /// on DELETE with the object as `oldObject`); else the request as sent. gator gives no
     /// Namespace (`namespaceObject` is null); the webhook and audit give the object's.
     pub(crate) fn new(
         request: &'r AdmissionRequest,
         namespaces: &dyn NamespaceLookup,
         point: EnforcementPoint,
-        from_object: Option<&'r Json>,
+        reviewed: Option<ReviewedObject<'r>>,
     ) -> Self {
         let is_namespace = request.kind.group.is_empty() && request.kind.kind == "Namespace";
-        let (attributes, object, old_object) = match from_object {
-            Some(object) => {
+        let (attributes, object, old_object) = match reviewed {
+            Some(ReviewedObject { object, operation }) => {
                 let text = |pointer: &str| object.pointer(pointer).and_then(Json::as_str);
                 let attributes = RequestFields {
                     name: text("/metadata/name"),
                     namespace: text("/metadata/namespace"),
+                    operation: operation.map_or("", Operation::as_str),
                     ..RequestFields::of_object(request)
                 };
-                (attributes, Some(object), None)
+                match operation {
+                    Some(Operation::Delete) => (attributes, None, Some(object)),
+                    _ => (attributes, Some(object), None),
+                }
             }
             None => {
                 let mut attributes = RequestFields::of_request(request);
@@ -537,11 +542,27 @@ mod tests {
         .unwrap();
         let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "apps"}});
         let review = request("CREATE", object.clone(), Json::Null);
+        let alone = ReviewedObject {
+            object: &object,
+            operation: None,
+        };
+        let input = CelRequest::new(&review, &NoNamespaces, EnforcementPoint::Gator, Some(alone));
+        assert!(template.evaluate(&input, &constraint(None)).is_empty());
+        // An expansion's resultant deleted at the webhook: the parent's operation, the object
+        // as `oldObject` only.
+        let template = self::template(json!({
+            "validations": [{"expression": "request.operation == 'DELETE' && object == null && oldObject.metadata.name == 'cm'"}],
+        }))
+        .unwrap();
+        let deleted = ReviewedObject {
+            object: &object,
+            operation: Some(Operation::Delete),
+        };
         let input = CelRequest::new(
             &review,
             &NoNamespaces,
-            EnforcementPoint::Gator,
-            Some(&object),
+            EnforcementPoint::Webhook,
+            Some(deleted),
         );
         assert!(template.evaluate(&input, &constraint(None)).is_empty());
     }

@@ -45,8 +45,8 @@ const WILDCARD_PATTERN: &str = r"^\*?[-:a-z0-9]*\*?$";
 ///     whose namespace is not known is an error (see [`ConstraintMatcher::match_error`]).
 ///   - `name` (`namesMatch`): `Wildcard.Matches` on `metadata.name`, or
 ///     `Wildcard.MatchesGenerateName` on `metadata.generateName` (`abc*` and `*abc*` only).
-///   - `source` (`sourceMatch`): admission requests are `Original`, so `Generated` matches
-///     none.
+///   - `source` (`sourceMatch`): requests and objects are `Original`, the objects an
+///     ExpansionTemplate generates from them `Generated`; `All` (the default) matches both.
 /// - Labels, names and namespaces are read as `unstructured` reads them: a `metadata.labels`
 ///   with a value that is not a string is no labels at all.
 #[derive(Debug, Clone, Default)]
@@ -66,7 +66,25 @@ struct Criteria {
     label_selector: Option<LabelSelector>,
     namespace_selector: Option<LabelSelector>,
     name: Option<Wildcard>,
-    generated_only: bool,
+    source: SourceMatch,
+}
+
+/// `spec.match.source`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SourceMatch {
+    All,
+    Original,
+    Generated,
+}
+
+impl SourceMatch {
+    fn admits(self, generated: bool) -> bool {
+        match self {
+            SourceMatch::All => true,
+            SourceMatch::Original => !generated,
+            SourceMatch::Generated => generated,
+        }
+    }
 }
 
 /// One `kinds` entry; an empty list (or one holding `*`) is any.
@@ -320,6 +338,7 @@ impl Criteria {
         target: &Target<'_>,
         namespace: &KnownNamespace<'_>,
         object: &ObjectView<'_>,
+        generated: bool,
     ) -> Result<bool, MatchError> {
         if !self.kinds_match(target.gvk) {
             return Ok(false);
@@ -373,7 +392,7 @@ impl Criteria {
         {
             return Ok(false);
         }
-        Ok(!self.generated_only)
+        Ok(self.source.admits(generated))
     }
 
     /// [`Criteria::matches_object`] for any object the request may carry: the object's labels,
@@ -407,7 +426,7 @@ impl Criteria {
             // A namespaced object of an unknown namespace: an error.
             return true;
         }
-        !self.generated_only
+        self.source.admits(false)
     }
 }
 
@@ -436,9 +455,10 @@ impl ConstraintMatcher {
                 ));
             }
         };
-        let generated_only = match spec.source.as_deref() {
-            None | Some("All" | "Original") => false,
-            Some("Generated") => true,
+        let source = match spec.source.as_deref() {
+            None | Some("All") => SourceMatch::All,
+            Some("Original") => SourceMatch::Original,
+            Some("Generated") => SourceMatch::Generated,
             Some(other) => {
                 return Err((
                     "spec.match.source".into(),
@@ -492,19 +512,21 @@ impl ConstraintMatcher {
                 label_selector: spec.label_selector.clone(),
                 namespace_selector: spec.namespace_selector.clone(),
                 name,
-                generated_only,
+                source,
             }),
         })
     }
 
-    /// Whether the constraint applies to the request (see [`ConstraintMatcher`]); false when
-    /// Gatekeeper's matcher fails on it ([`ConstraintMatcher::match_error`]).
+    /// Whether the constraint applies to the request (see [`ConstraintMatcher`]), an
+    /// expansion's resultant when `generated`; false when Gatekeeper's matcher fails on it
+    /// ([`ConstraintMatcher::match_error`]).
     pub(crate) fn matches(
         &self,
         request: &AdmissionRequest,
         namespaces: &dyn NamespaceLookup,
+        generated: bool,
     ) -> bool {
-        self.evaluate(request, namespaces) == Ok(true)
+        self.evaluate(request, namespaces, generated) == Ok(true)
     }
 
     /// The message of the result Gatekeeper gives when its matcher fails on the request: the
@@ -531,8 +553,9 @@ impl ConstraintMatcher {
         &self,
         request: &AdmissionRequest,
         namespaces: &dyn NamespaceLookup,
+        generated: bool,
     ) -> Option<String> {
-        self.evaluate(request, namespaces)
+        self.evaluate(request, namespaces, generated)
             .err()
             .map(|error| error.message())
     }
@@ -542,6 +565,7 @@ impl ConstraintMatcher {
         &self,
         request: &AdmissionRequest,
         namespaces: &dyn NamespaceLookup,
+        generated: bool,
     ) -> Result<bool, MatchError> {
         let Some(criteria) = &self.criteria else {
             return Ok(true);
@@ -559,7 +583,7 @@ impl ConstraintMatcher {
         let target = Target::of(request);
         let namespace = known_namespace(&target, namespaces);
         for object in objects.into_iter().flatten() {
-            if criteria.matches_object(&target, &namespace, &ObjectView::of(object))? {
+            if criteria.matches_object(&target, &namespace, &ObjectView::of(object), generated)? {
                 return Ok(true);
             }
         }
@@ -776,8 +800,8 @@ mod tests {
     /// agrees.
     fn check(matcher: &ConstraintMatcher, request: &AdmissionRequest) -> bool {
         let lookup = namespaces();
-        let matched = matcher.matches(request, &lookup);
-        if matched || matcher.match_error(request, &lookup).is_some() {
+        let matched = matcher.matches(request, &lookup, false);
+        if matched || matcher.match_error(request, &lookup, false).is_some() {
             assert!(
                 matcher.may_match(&envelope(request), &lookup),
                 "may_match is false for {request:?}"
@@ -791,10 +815,10 @@ mod tests {
         let matcher = ConstraintMatcher::new(None).unwrap();
         let lookup = namespaces();
         let pod = create(config_map("ghost", "c", json!({})));
-        assert!(matcher.matches(&pod, &lookup));
-        assert!(matcher.matches(&envelope(&pod), &lookup));
+        assert!(matcher.matches(&pod, &lookup, false));
+        assert!(matcher.matches(&envelope(&pod), &lookup, false));
         assert!(matcher.may_match(&envelope(&pod), &lookup));
-        assert_eq!(matcher.match_error(&envelope(&pod), &lookup), None);
+        assert_eq!(matcher.match_error(&envelope(&pod), &lookup, false), None);
         assert_eq!(matcher.kinds(), None);
     }
 
@@ -813,9 +837,9 @@ mod tests {
         assert_eq!(matcher.kinds(), None);
         // `matchAny` with neither object: an error, which autorejects.
         let bare = envelope(&create(config_map("team-a", "c", json!({}))));
-        assert!(!matcher.matches(&bare, &namespaces()));
+        assert!(!matcher.matches(&bare, &namespaces(), false));
         assert_eq!(
-            matcher.match_error(&bare, &namespaces()).as_deref(),
+            matcher.match_error(&bare, &namespaces(), false).as_deref(),
             Some(
                 "unable to match constraints: invalid request object: neither object nor old \
                  object are defined"
@@ -1153,14 +1177,14 @@ mod tests {
             .as_object_mut()
             .unwrap()
             .remove("namespace");
-        assert!(included.matches(&request, &namespaces()));
+        assert!(included.matches(&request, &namespaces(), false));
         assert!(included.may_match(&envelope(&request), &namespaces()));
         let excluded = matcher(json!({"excludedNamespaces": ["team-x"]}));
-        assert!(excluded.matches(&request, &namespaces()));
+        assert!(excluded.matches(&request, &namespaces(), false));
         // A known namespace is the request's, whatever the object says.
         let mut known = create(config_map("team-a", "c", json!({})));
         known.object.as_mut().unwrap()["metadata"]["namespace"] = "team-x".into();
-        assert!(!included.matches(&known, &namespaces()));
+        assert!(!included.matches(&known, &namespaces(), false));
     }
 
     #[test]
@@ -1276,8 +1300,8 @@ mod tests {
         ));
         // Without `oldObject` Gatekeeper fails the whole review: no match, no match error.
         let without = request("DELETE", "team-a", web, Value::Null);
-        assert!(!matcher.matches(&without, &namespaces()));
-        assert_eq!(matcher.match_error(&without, &namespaces()), None);
+        assert!(!matcher.matches(&without, &namespaces(), false));
+        assert_eq!(matcher.match_error(&without, &namespaces(), false), None);
         // A Namespace's DELETE: its old labels.
         let selected = self::matcher(json!({"namespaceSelector": {"matchLabels": {"env": "dev"}}}));
         let old = namespace("gone", json!({"env": "dev"}));
@@ -1350,7 +1374,7 @@ mod tests {
         let mut lookup = StaticNamespaces::default();
         assert!(lookup.insert_object(&namespace("team-a", json!({}))));
         let request = create(config_map("team-a", "c", json!({})));
-        assert!(named.matches(&request, &lookup));
+        assert!(named.matches(&request, &lookup, false));
     }
 
     #[test]
@@ -1363,7 +1387,7 @@ mod tests {
         let ghost = create(config_map("ghost", "orphan", json!({"app": "web"})));
         assert!(!check(&matcher, &ghost));
         assert_eq!(
-            matcher.match_error(&ghost, &namespaces()).as_deref(),
+            matcher.match_error(&ghost, &namespaces(), false).as_deref(),
             Some(
                 "unable to match constraints: error matching the requested object: orphan \
                  :failed to run Match criteria: namespace selector for namespace-scoped object \
@@ -1373,16 +1397,20 @@ mod tests {
         assert!(matcher.may_match(&envelope(&ghost), &NoNamespaces));
         // Only once every field before it matched.
         let other = create(config_map("ghost", "orphan", json!({"app": "db"})));
-        assert_eq!(matcher.match_error(&other, &namespaces()), None);
+        assert_eq!(matcher.match_error(&other, &namespaces(), false), None);
         let secret = create(object("v1", "Secret", "ghost", "s", json!({"app": "web"})));
-        assert_eq!(matcher.match_error(&secret, &namespaces()), None);
+        assert_eq!(matcher.match_error(&secret, &namespaces(), false), None);
         assert!(!matcher.may_match(&envelope(&secret), &namespaces()));
         // Whatever comes after it: `source: Generated` never matches, but fails first.
         let generated = self::matcher(json!({
             "namespaceSelector": {"matchLabels": {"env": "dev"}},
             "source": "Generated",
         }));
-        assert!(generated.match_error(&ghost, &namespaces()).is_some());
+        assert!(
+            generated
+                .match_error(&ghost, &namespaces(), false)
+                .is_some()
+        );
         assert!(generated.may_match(&envelope(&ghost), &namespaces()));
         // With no `namespace` on the object (Gatekeeper's `ns == nil`), it is cluster-scoped.
         let mut bare = ghost.clone();
@@ -1390,8 +1418,8 @@ mod tests {
             .as_object_mut()
             .unwrap()
             .remove("namespace");
-        assert!(matcher.matches(&bare, &namespaces()));
-        assert_eq!(matcher.match_error(&bare, &namespaces()), None);
+        assert!(matcher.matches(&bare, &namespaces(), false));
+        assert_eq!(matcher.match_error(&bare, &namespaces(), false), None);
         // A read failure is answered first; the match fails the same way.
         let broken = create(config_map("broken", "orphan", json!({"app": "web"})));
         assert!(
@@ -1399,7 +1427,7 @@ mod tests {
                 .namespace_read_failure(&broken, &Unreadable)
                 .is_some()
         );
-        assert!(matcher.match_error(&broken, &Unreadable).is_some());
+        assert!(matcher.match_error(&broken, &Unreadable, false).is_some());
         assert!(matcher.may_match(&envelope(&broken), &Unreadable));
     }
 
@@ -1585,8 +1613,8 @@ mod tests {
             let matcher = matcher(spec.clone());
             for request in &requests {
                 for lookup in lookups {
-                    if matcher.matches(request, lookup)
-                        || matcher.match_error(request, lookup).is_some()
+                    if matcher.matches(request, lookup, false)
+                        || matcher.match_error(request, lookup, false).is_some()
                         || matcher.namespace_read_failure(request, lookup).is_some()
                     {
                         assert!(

@@ -4,10 +4,13 @@
 //! (`pkg/webhook/policy.go`): sorted by enforcement action then message (frameworks'
 //! `Responses.Results`), each worded `[<constraint name>] <msg>`; `deny` results refuse the
 //! request with 403 and the messages joined by new lines, `warn` results are warnings, and
-//! `dryrun` results are only counted.
+//! `dryrun` results are only counted. ExpansionTemplates make the objects a request's object
+//! generates (a Deployment's Pod) reviewed too, their results joined to the request's
+//! (`expansion.rs`).
 
 mod cel;
 pub mod config;
+mod expansion;
 mod inventory;
 pub(crate) mod matching;
 mod parameters;
@@ -19,6 +22,7 @@ use std::collections::BTreeMap;
 use regorus::Value as RegoValue;
 
 use self::cel::{CelRequest, CelTemplate};
+use self::expansion::{ExpansionNamespace, Expansions, Resultant};
 use self::matching::ConstraintMatcher;
 use self::rego::RegoTemplate;
 use super::{
@@ -238,6 +242,8 @@ pub struct Gatekeeper {
     constraints: Vec<CompiledConstraint>,
     /// The Config: namespaces excluded per process, kinds synced (`config.rs`).
     config: config::CompiledConfig,
+    /// The ExpansionTemplates (`expansion.rs`).
+    expansions: Expansions,
 }
 
 impl std::fmt::Debug for Gatekeeper {
@@ -253,6 +259,38 @@ impl std::fmt::Debug for Gatekeeper {
 struct Outcome<'g> {
     constraint: &'g CompiledConstraint,
     msg: String,
+    /// The enforcement action of the ExpansionTemplate whose resultant it is about, when it
+    /// sets one (Gatekeeper's `OverrideEnforcementAction`).
+    action_override: Option<Action>,
+}
+
+impl Outcome<'_> {
+    /// The action Gatekeeper sorts results by.
+    fn sort_key(&self) -> &'static str {
+        match self.action_override {
+            Some(action) => action.as_str(),
+            None => self.constraint.enforcement.sort_key(),
+        }
+    }
+
+    /// The actions taken at `point`: the override, when the constraint acts there at all.
+    fn actions(&self, point: EnforcementPoint) -> Vec<Action> {
+        let actions = self.constraint.enforcement.actions(point);
+        match self.action_override {
+            Some(action) if !actions.is_empty() => vec![action],
+            _ => actions,
+        }
+    }
+}
+
+/// What the review of a request is made of, besides the request.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ReviewedObject<'a> {
+    /// The object, as written or as generated.
+    pub(super) object: &'a serde_json::Value,
+    /// The operation the review carries (a resultant's at the webhook: its parent's); none
+    /// for an object reviewed alone. On DELETE the object is the old object.
+    pub(super) operation: Option<Operation>,
 }
 
 fn template_error(source: &DocumentSource, field: &str, message: impl Into<String>) -> PolicyError {
@@ -376,6 +414,19 @@ fn compile_rego(source: &DocumentSource, code: RegoCode) -> Result<RegoTemplate,
     })
 }
 
+/// What one review of a request (the one sent, or a resultant) needs besides the request.
+#[derive(Clone, Copy)]
+struct ReviewPass<'a, 'g> {
+    point: EnforcementPoint,
+    inventory: Option<&'a Inventory>,
+    engine: TemplateEngine,
+    namespaces: &'a dyn NamespaceLookup,
+    /// The object the review is made of (`None`: the request as sent).
+    reviewed: Option<ReviewedObject<'a>>,
+    /// The resultant reviewed, if it is one.
+    generated: Option<&'a Resultant<'g>>,
+}
+
 impl Gatekeeper {
     /// Compiles templates and constraints. Errors name the document and field (and for Rego,
     /// the module and line): a template whose Rego does not compile, an unknown engine, a
@@ -385,6 +436,7 @@ impl Gatekeeper {
     ) -> Result<Self, PolicyError> {
         let mut gatekeeper = Gatekeeper {
             config: config::CompiledConfig::compile(documents)?,
+            expansions: Expansions::compile(documents)?,
             ..Gatekeeper::default()
         };
         let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
@@ -562,20 +614,30 @@ impl Gatekeeper {
     }
 
     /// Whether some constraint may apply to `request` at the webhook, judged from its
-    /// envelope and namespace labels (the Config's webhook exclusions included).
+    /// envelope and namespace labels (the Config's webhook exclusions included), or to an
+    /// object an ExpansionTemplate generates from it.
     pub fn wants(&self, request: &AdmissionRequest, namespaces: &dyn NamespaceLookup) -> bool {
         !self.config.webhook_skips_envelope(request)
-            && self
-                .constraints
-                .iter()
-                .any(|constraint| constraint.matcher.may_match(request, namespaces))
+            && !self.constraints.is_empty()
+            && (self.expansions.apply_to(&request.kind)
+                || self
+                    .constraints
+                    .iter()
+                    .any(|constraint| constraint.matcher.may_match(request, namespaces)))
     }
 
     /// The webhook rules that reach every request a constraint may apply to: the kinds its
-    /// match names (as resources), every operation but CONNECT.
+    /// match names (as resources), and the kinds ExpansionTemplates expand, every operation
+    /// but CONNECT.
     pub fn resource_rules(&self) -> Vec<ResourceRule> {
         let operations = [Operation::Create, Operation::Update, Operation::Delete];
         let mut rules = Vec::new();
+        if !self.constraints.is_empty() {
+            for (group, _, kind) in self.expansions.expanded_kinds() {
+                let resource = super::matching::plural_resource(&kind);
+                rules.push(ResourceRule::new(&group, &[resource.as_str()], &operations));
+            }
+        }
         for constraint in &self.constraints {
             let Some(kinds) = constraint.matcher.kinds() else {
                 rules.push(ResourceRule::new("*", &["*"], &operations));
@@ -604,6 +666,186 @@ impl Gatekeeper {
         rules
     }
 
+    /// The objects ExpansionTemplates generate from what is reviewed at `point` (the
+    /// webhook's request, or the object alone), or the message of the error that fails the
+    /// review, as Gatekeeper words it there.
+    fn resultants(
+        &self,
+        request: &AdmissionRequest,
+        point: EnforcementPoint,
+        from_object: Option<&serde_json::Value>,
+    ) -> Result<Vec<Resultant<'_>>, String> {
+        let text = |object: &'_ serde_json::Value, pointer: &str| {
+            object
+                .pointer(pointer)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        };
+        let (object, namespace, parent_namespace, operation) = match (point, from_object) {
+            (_, Some(object)) => {
+                let own = text(object, "/metadata/namespace").filter(|n| !n.is_empty());
+                let namespace = match (point, own.clone()) {
+                    // gator gives an object without a namespace an empty Namespace.
+                    (EnforcementPoint::Gator, own) => {
+                        ExpansionNamespace::Of(own.unwrap_or_default())
+                    }
+                    (_, Some(own)) => ExpansionNamespace::Of(own),
+                    (_, None) => ExpansionNamespace::Parent,
+                };
+                (object, namespace, text(object, "/metadata/namespace"), None)
+            }
+            (_, None) => {
+                let object = match request.operation {
+                    Operation::Delete => request.old_object.as_ref(),
+                    _ => request.object.as_ref(),
+                };
+                let Some(object) = object else {
+                    return Ok(Vec::new());
+                };
+                // The webhook sets the object's namespace to the request's, and reads that
+                // Namespace.
+                let own = request.namespace.clone().filter(|n| !n.is_empty());
+                let namespace = match &own {
+                    Some(own) => ExpansionNamespace::Of(own.clone()),
+                    None => ExpansionNamespace::Parent,
+                };
+                (object, namespace, own, Some(request.operation))
+            }
+        };
+        self.expansions
+            .expand(
+                request,
+                object,
+                &namespace,
+                parent_namespace.as_deref(),
+                operation,
+            )
+            .map_err(|error| match point {
+                EnforcementPoint::Gator => {
+                    let name = text(object, "/metadata/name").unwrap_or_default();
+                    format!("expanding resource {name}: error expanding resource {name}: {error}")
+                }
+                _ => format!("unable to expand object: {error}"),
+            })
+    }
+
+    /// Reviews `request` (the one sent, or an expansion's resultant) against every constraint
+    /// that applies to it, adding its results to `outcomes`; `Err` when the whole request was
+    /// failed instead (its namespace could not be read).
+    fn review_into<'g>(
+        &'g self,
+        request: &AdmissionRequest,
+        pass: &ReviewPass<'_, 'g>,
+        outcomes: &mut Vec<Outcome<'g>>,
+        decision: &mut Decision,
+    ) -> Result<(), ()> {
+        let ReviewPass {
+            point,
+            inventory,
+            engine,
+            namespaces,
+            reviewed,
+            generated,
+        } = *pass;
+        let mut review: Option<RegoValue> = None;
+        let mut cel_request: Option<CelRequest<'_>> = None;
+        for constraint in &self.constraints {
+            if let Some(failure) = constraint
+                .matcher
+                .namespace_read_failure(request, namespaces)
+            {
+                // Gatekeeper's webhook reads the namespace of every namespaced request it
+                // reviews; when that read fails, it answers the error with a 500.
+                let namespace = request.namespace.as_deref().unwrap_or("");
+                decision.fail_request(
+                    &constraint.name,
+                    DenialStatus {
+                        code: 500,
+                        reason: "InternalError",
+                    },
+                    format!(
+                        "[{}] namespace {namespace:?} could not be read: {}",
+                        constraint.name, failure.message
+                    ),
+                );
+                return Err(());
+            }
+            let template = &self.templates[constraint.template];
+            if !template.reviews(request.operation, point) {
+                continue;
+            }
+            let is_generated = generated.is_some();
+            let started = std::time::Instant::now();
+            let messages = if let Some(error) =
+                constraint
+                    .matcher
+                    .match_error(request, namespaces, is_generated)
+            {
+                // frameworks' autoreject: the constraint's match could not be evaluated (a
+                // namespace selector for an object whose Namespace is unknown).
+                vec![error]
+            } else if !constraint
+                .matcher
+                .matches(request, namespaces, is_generated)
+            {
+                continue;
+            } else {
+                match template.code(engine) {
+                    Err(error) => vec![error.to_owned()],
+                    Ok(TemplateCode::Rego(rego)) => {
+                        let review = review.get_or_insert_with(|| {
+                            review::review(request, namespaces, point, reviewed)
+                        });
+                        let mut input = RegoValue::new_object();
+                        if let Ok(map) = input.as_object_mut() {
+                            map.insert(RegoValue::from("review"), review.clone());
+                            map.insert(
+                                RegoValue::from("parameters"),
+                                constraint.parameters.clone(),
+                            );
+                        }
+                        match rego.evaluate(input, inventory.map(|i| &i.0)) {
+                            Ok(violations) => violations.into_iter().map(|v| v.msg).collect(),
+                            // As the driver: an evaluation error is a result of every
+                            // constraint of the kind.
+                            Err(error) => vec![error],
+                        }
+                    }
+                    Ok(TemplateCode::Cel(cel)) => {
+                        let input = cel_request.get_or_insert_with(|| {
+                            CelRequest::new(request, namespaces, point, reviewed)
+                        });
+                        cel.evaluate(input, &constraint.document)
+                    }
+                }
+            };
+            let action_override = generated.and_then(|resultant| resultant.template.action);
+            decision.outcomes.push(PolicyOutcome {
+                kind: "Constraint",
+                policy: format!("{}/{}", constraint.kind, constraint.name).into(),
+                binding: None,
+                action: match action_override {
+                    Some(action) => action.as_str(),
+                    None => constraint.enforcement.sort_key(),
+                },
+                result: if messages.is_empty() { "pass" } else { "fail" },
+            });
+            decision.timings.push((
+                format!("{}/{}", constraint.kind, constraint.name).into(),
+                started.elapsed(),
+            ));
+            outcomes.extend(messages.into_iter().map(|msg| Outcome {
+                constraint,
+                msg: match generated {
+                    Some(resultant) => format!("[Implied by {}] {msg}", resultant.template.name),
+                    None => msg,
+                },
+                action_override,
+            }));
+        }
+        Ok(())
+    }
+
     /// Evaluates every constraint that applies to `request` at `point` and records the
     /// results in `decision`, as Gatekeeper's webhook answers them.
     pub fn validate(
@@ -626,92 +868,65 @@ impl Gatekeeper {
         if self.config.skips(request, point) {
             return;
         }
-        let mut review: Option<RegoValue> = None;
-        let mut cel_request: Option<CelRequest<'_>> = None;
         let mut outcomes: Vec<Outcome<'_>> = Vec::new();
-        for constraint in &self.constraints {
-            if let Some(failure) = constraint
-                .matcher
-                .namespace_read_failure(request, namespaces)
-            {
-                // Gatekeeper's webhook reads the namespace of every namespaced request it
-                // reviews; when that read fails, it answers the error with a 500.
-                let namespace = request.namespace.as_deref().unwrap_or("");
-                decision.fail_request(
-                    &constraint.name,
-                    DenialStatus {
-                        code: 500,
-                        reason: "InternalError",
-                    },
-                    format!(
-                        "[{}] namespace {namespace:?} could not be read: {}",
-                        constraint.name, failure.message
-                    ),
-                );
-                return;
-            }
-            let template = &self.templates[constraint.template];
-            if !template.reviews(request.operation, point) {
-                continue;
-            }
-            let started = std::time::Instant::now();
-            let messages = if let Some(error) = constraint.matcher.match_error(request, namespaces)
-            {
-                // frameworks' autoreject: the constraint's match could not be evaluated (a
-                // namespace selector for an object whose Namespace is unknown).
-                vec![error]
-            } else if !constraint.matcher.matches(request, namespaces) {
-                continue;
-            } else {
-                match template.code(engine) {
-                    Err(error) => vec![error.to_owned()],
-                    Ok(TemplateCode::Rego(rego)) => {
-                        let review = review.get_or_insert_with(|| {
-                            review::review(request, namespaces, point, from_object)
-                        });
-                        let mut input = RegoValue::new_object();
-                        if let Ok(map) = input.as_object_mut() {
-                            map.insert(RegoValue::from("review"), review.clone());
-                            map.insert(
-                                RegoValue::from("parameters"),
-                                constraint.parameters.clone(),
-                            );
-                        }
-                        match rego.evaluate(input, inventory.map(|i| &i.0)) {
-                            Ok(violations) => violations.into_iter().map(|v| v.msg).collect(),
-                            // As the driver: an evaluation error is a result of every
-                            // constraint of the kind.
-                            Err(error) => vec![error],
-                        }
-                    }
-                    Ok(TemplateCode::Cel(cel)) => {
-                        let input = cel_request.get_or_insert_with(|| {
-                            CelRequest::new(request, namespaces, point, from_object)
-                        });
-                        cel.evaluate(input, &constraint.document)
-                    }
+        let original = ReviewedObject {
+            object: from_object.unwrap_or(&serde_json::Value::Null),
+            operation: None,
+        };
+        let pass = ReviewPass {
+            point,
+            inventory,
+            engine,
+            namespaces,
+            reviewed: from_object.map(|_| original),
+            generated: None,
+        };
+        if self
+            .review_into(request, &pass, &mut outcomes, decision)
+            .is_err()
+        {
+            return;
+        }
+        // Gatekeeper's webhook, audit and gator expand what they review, but gator not an
+        // AdmissionReview it is given.
+        if !self.expansions.is_empty()
+            && (point == EnforcementPoint::Webhook || from_object.is_some())
+        {
+            let resultants = match self.resultants(request, point, from_object) {
+                Ok(resultants) => resultants,
+                Err(message) => {
+                    decision.fail_request(
+                        "ExpansionTemplate",
+                        DenialStatus {
+                            code: 500,
+                            reason: "InternalError",
+                        },
+                        message,
+                    );
+                    return;
                 }
             };
-            decision.outcomes.push(PolicyOutcome {
-                kind: "Constraint",
-                policy: format!("{}/{}", constraint.kind, constraint.name).into(),
-                binding: None,
-                action: constraint.enforcement.sort_key(),
-                result: if messages.is_empty() { "pass" } else { "fail" },
-            });
-            decision.timings.push((
-                format!("{}/{}", constraint.kind, constraint.name).into(),
-                started.elapsed(),
-            ));
-            outcomes.extend(messages.into_iter().map(|msg| Outcome { constraint, msg }));
+            for resultant in &resultants {
+                let pass = ReviewPass {
+                    reviewed: Some(ReviewedObject {
+                        object: resultant.object(),
+                        operation: resultant.operation,
+                    }),
+                    generated: Some(resultant),
+                    ..pass
+                };
+                if self
+                    .review_into(&resultant.request, &pass, &mut outcomes, decision)
+                    .is_err()
+                {
+                    return;
+                }
+            }
         }
-        outcomes.sort_by(|a, b| {
-            (a.constraint.enforcement.sort_key(), &a.msg)
-                .cmp(&(b.constraint.enforcement.sort_key(), &b.msg))
-        });
+        outcomes.sort_by(|a, b| (a.sort_key(), &a.msg).cmp(&(b.sort_key(), &b.msg)));
         for outcome in outcomes {
             let text = format!("[{}] {}", outcome.constraint.name, outcome.msg);
-            for action in outcome.constraint.enforcement.actions(point) {
+            for action in outcome.actions(point) {
                 match action {
                     Action::Deny => decision.violations.push(Violation {
                         policy: format!("{}/{}", outcome.constraint.kind, outcome.constraint.name),

@@ -9,22 +9,22 @@ use std::collections::BTreeMap;
 use regorus::Value as RegoValue;
 use serde_json::{Map, Value, json};
 
-use super::EnforcementPoint;
-use crate::admission::AdmissionRequest;
+use super::{EnforcementPoint, ReviewedObject};
+use crate::admission::{AdmissionRequest, Operation};
 use crate::engine::NamespaceLookup;
 
-/// The review of `request` at `point`: made from the object it was made from, as written
-/// (`from_object`), or the request as sent. Built as regorus's value directly: the request's
+/// The review of `request` at `point`: made from the object it was made from (as written, or
+/// as an expansion generated it), or the request as sent. Built as regorus's value directly: the request's
 /// small fields by way of JSON, `object` and `oldObject` read once from where they are (no copy
 /// of them into an intermediate JSON review).
 pub(super) fn review(
     request: &AdmissionRequest,
     namespaces: &dyn NamespaceLookup,
     point: EnforcementPoint,
-    from_object: Option<&Value>,
+    reviewed: Option<ReviewedObject<'_>>,
 ) -> RegoValue {
-    let (mut review, objects) = match from_object {
-        Some(object) => object_review(request, object),
+    let (mut review, objects) = match reviewed {
+        Some(reviewed) => object_review(request, reviewed),
         None => webhook_review(request),
     };
     // The webhook clears the namespace of a request on a Namespace (`createReviewForRequest`).
@@ -124,12 +124,15 @@ fn webhook_review(request: &AdmissionRequest) -> (Map<String, Value>, Objects<'_
     (review, objects)
 }
 
-/// The request gator makes of an object (its DELETE, with the object as `oldObject`, is not
-/// made offline).
+/// The request gator and the audit make of an object (`unstructuredToAdmissionRequest`), with
+/// the operation of the webhook's request for an expansion's resultant
+/// (`augmentedUnstructuredToAdmissionRequest`): on DELETE the object is `oldObject`, and
+/// `object` too (`setObjectOnDelete`).
 fn object_review<'a>(
     request: &AdmissionRequest,
-    object: &'a Value,
+    reviewed: ReviewedObject<'a>,
 ) -> (Map<String, Value>, Objects<'a>) {
+    let object = reviewed.object;
     let mut review = Map::new();
     review.insert("uid".into(), Value::String(String::new()));
     review.insert(
@@ -154,12 +157,13 @@ fn object_review<'a>(
             Value::String(field("/metadata/namespace").into()),
         );
     }
-    review.insert("operation".into(), Value::String(String::new()));
+    let operation = reviewed.operation.map_or("", Operation::as_str);
+    review.insert("operation".into(), Value::String(operation.into()));
     review.insert("userInfo".into(), json!({}));
     review.insert("options".into(), Value::Null);
     let objects = Objects {
         object: Some(object),
-        old_object: None,
+        old_object: (reviewed.operation == Some(Operation::Delete)).then_some(object),
     };
     (review, objects)
 }
@@ -286,13 +290,48 @@ mod tests {
                 "namespaceObject": namespace_object,
             })
         };
+        let alone = Some(ReviewedObject {
+            object: &object,
+            operation: None,
+        });
         assert_is(
-            review(&pod, &NoNamespaces, EnforcementPoint::Gator, Some(&object)),
+            review(&pod, &NoNamespaces, EnforcementPoint::Gator, alone),
             made(json!({})),
         );
         assert_is(
-            review(&pod, &NoNamespaces, EnforcementPoint::Audit, Some(&object)),
+            review(&pod, &NoNamespaces, EnforcementPoint::Audit, alone),
             made(NoNamespaces.namespace_object("team-a")),
+        );
+        // An expansion's resultant at the webhook: the parent's operation; on DELETE the
+        // object is both `object` and `oldObject`.
+        let generated = |operation| {
+            Some(ReviewedObject {
+                object: &object,
+                operation: Some(operation),
+            })
+        };
+        let mut update = made(NoNamespaces.namespace_object("team-a"));
+        update["operation"] = json!("UPDATE");
+        assert_is(
+            review(
+                &pod,
+                &NoNamespaces,
+                EnforcementPoint::Webhook,
+                generated(Operation::Update),
+            ),
+            update,
+        );
+        let mut delete = made(NoNamespaces.namespace_object("team-a"));
+        delete["operation"] = json!("DELETE");
+        delete["oldObject"] = object.clone();
+        assert_is(
+            review(
+                &pod,
+                &NoNamespaces,
+                EnforcementPoint::Webhook,
+                generated(Operation::Delete),
+            ),
+            delete,
         );
     }
 }
