@@ -231,7 +231,7 @@ fn failing_assertions_are_reported() {
 fn cases_that_cannot_run_are_errors() {
     let (code, rows, all) = portcullis_test(&gator_suites().join("broken/suite.yaml"));
     assert_eq!(code, 2, "{all}");
-    assert!(all.contains("\n0 passed, 0 failed, 7 errors\n"), "{all}");
+    assert!(all.contains("\n0 passed, 0 failed, 9 errors\n"), "{all}");
     let expected = [
         (
             "cases/missing-object-file",
@@ -260,6 +260,15 @@ fn cases_that_cannot_run_are_errors() {
         (
             "constraint-is-a-template",
             "not a Constraint (constraints.gatekeeper.sh): templates.gatekeeper.sh/v1 ConstraintTemplate",
+        ),
+        (
+            "expansion-is-not-an-expansion-template",
+            "not an Expansion Template: \"tests/fixtures/gator-suites/template.yaml\"",
+        ),
+        (
+            "object-cannot-be-expanded/configmap-without-the-source",
+            "expanding resource settings: error expanding resource settings: could not find \
+             source field \"spec.template\" in resource settings",
         ),
     ];
     for (case, reason) in expected {

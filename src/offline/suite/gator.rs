@@ -28,9 +28,11 @@
 //!
 //! A test marked `invalid: true` passes when the template loads and the constraint's
 //! `spec.parameters` are refused by the template's `openAPIV3Schema` (gator's
-//! `constraints.ErrSchema`); any other outcome fails it. Tests with an `expansion`
-//! (ExpansionTemplates) are not supported: shown as `SKIP` with the reason, never passed. A
-//! suite, test or case marked `skip: true` is `SKIP` too, as gator skips it.
+//! `constraints.ErrSchema`); any other outcome fails it. A test's `expansion` file holds
+//! ExpansionTemplates (every document must be one): each case's object (not an AdmissionReview)
+//! is expanded as gator expands it, and the results about the objects it generates count too,
+//! worded `[Implied by <template>] <msg>`. A suite, test or case marked `skip: true` is `SKIP`,
+//! as gator skips it.
 
 use std::panic::AssertUnwindSafe;
 use std::path::{Component, Path, PathBuf};
@@ -45,6 +47,7 @@ use crate::engine::{Endpoint, Engine, EvalContext, Labels, StaticNamespaces};
 use crate::offline::check::Checker;
 use crate::offline::input::{Input, Source, parse_input, yaml_documents};
 use crate::policy::gatekeeper::{CONSTRAINTS_GROUP, TEMPLATES_GROUP};
+use crate::policy::gatekeeper_expansion::EXPANSION_GROUP;
 use crate::policy::{SourcedDocument, documents_from_str, parse_documents};
 
 /// The API group of gator suites (any version, as gator reads them).
@@ -273,15 +276,6 @@ fn run_test(rows: &mut Rows<'_>, base: &Path, index: usize, test: Test) {
             return;
         }
     };
-    if !text(test.expansion.as_ref()).is_empty() {
-        rows.push(
-            name,
-            CaseStatus::Skip,
-            "not supported: expansion (Gatekeeper's ExpansionTemplates) is not run by Portcullis; \
-             the test's cases were not run",
-        );
-        return;
-    }
     let cases = test.cases.unwrap_or_default();
     if cases.is_empty() {
         rows.push(
@@ -473,8 +467,8 @@ fn deny_at_gator(constraint: &mut Value) {
     }
 }
 
-/// The engine of a test: its template alone, or (`with_constraint`) its template and
-/// constraint.
+/// The engine of a test: its template alone, or (`with_constraint`) its template, constraint
+/// and ExpansionTemplates.
 fn compile(base: &Path, test: &Test, with_constraint: bool) -> Result<Compiled, String> {
     let mut documents = vec![template_document(base, test)?];
     let mut constraint_name = String::new();
@@ -482,12 +476,47 @@ fn compile(base: &Path, test: &Test, with_constraint: bool) -> Result<Compiled, 
         let (constraint, name) = constraint_document(base, test)?;
         documents.push(constraint);
         constraint_name = name;
+        let expansion = text(test.expansion.as_ref());
+        if !expansion.is_empty() {
+            documents.extend(expansion_documents(&at(base, expansion))?);
+        }
     }
     let engine = Engine::compile(&documents).map_err(|e| e.to_string())?;
     Ok(Compiled {
         engine,
         constraint_name,
     })
+}
+
+/// The ExpansionTemplates of a test's `expansion` file (gator's `ReadExpansions`: at least one
+/// document, every one an ExpansionTemplate), each without its `enforcementAction`: gator
+/// counts every result, whatever the action it is given.
+fn expansion_documents(path: &Path) -> Result<Vec<SourcedDocument>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("reading ExpansionTemplate from {:?}: {e}", path.display()))?;
+    let values = parse_documents(path, &text).map_err(|e| e.to_string())?;
+    let not_one = || {
+        format!(
+            "not an Expansion Template: {:?}",
+            path.display().to_string()
+        )
+    };
+    if values.is_empty() {
+        return Err(not_one());
+    }
+    let mut documents = Vec::new();
+    for (source, mut value) in values {
+        let is_expansion = group_of(&value) == Some(EXPANSION_GROUP)
+            && value.get("kind").and_then(Value::as_str) == Some("ExpansionTemplate");
+        if !is_expansion {
+            return Err(not_one());
+        }
+        if let Some(spec) = value.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.remove("enforcementAction");
+        }
+        documents.push(recognise(&source, &value)?);
+    }
+    Ok(documents)
 }
 
 /// The objects of an inventory file (every document, as written).
@@ -600,6 +629,15 @@ fn review(
         Ok(Err(error)) => return Err(format!("{}: {error}", document.source)),
         Err(_) => return Err(format!("{}: a policy rule panicked", document.source)),
     };
+    // A review failed as a whole (an object the ExpansionTemplates cannot expand) is gator's
+    // error for the case.
+    if decision
+        .denial_status
+        .is_some_and(|status| status.code == 500)
+    {
+        let message = decision.denial_message();
+        return Err(message);
+    }
     let prefix = format!("[{}] ", compiled.constraint_name);
     Ok(decision
         .violations
