@@ -316,54 +316,120 @@ pub enum GatekeeperDocument {
     Expansion(Box<super::gatekeeper_expansion::ExpansionTemplate>),
 }
 
+/// Checks a Gatekeeper document's `apiVersion` (`group` with one of `versions`) and, when
+/// given, its `kind`: errors name the field and what is supported
+/// (`unsupported apiVersion x; supported: group/v1, v1beta1`).
+pub(crate) fn check_type(
+    source: &DocumentSource,
+    value: &Value,
+    group: &str,
+    versions: &[&str],
+    kind: Option<&str>,
+) -> Result<(), PolicyError> {
+    let text = |key: &str| value.get(key).and_then(Value::as_str).unwrap_or("");
+    let api_version = text("apiVersion");
+    let version = api_version
+        .split_once('/')
+        .filter(|(g, _)| *g == group)
+        .map_or("", |(_, v)| v);
+    if !versions.contains(&version) {
+        return Err(PolicyError::at(
+            source,
+            "apiVersion",
+            format!(
+                "unsupported apiVersion {api_version}; supported: {group}/{}",
+                versions.join(", ")
+            ),
+        ));
+    }
+    match kind {
+        Some(wanted) if text("kind") != wanted => Err(PolicyError::at(
+            source,
+            "kind",
+            format!(
+                "unsupported document {api_version} {}; supported kinds in {group}: {wanted}",
+                text("kind")
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Reads a document of [`TEMPLATES_GROUP`] or [`CONSTRAINTS_GROUP`].
 pub fn recognise(
     source: &DocumentSource,
     group: &str,
     value: Value,
 ) -> Result<GatekeeperDocument, PolicyError> {
-    let api_version = value
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
-    let version = api_version.split_once('/').map_or("", |(_, v)| v);
     if group == TEMPLATES_GROUP {
-        if !TEMPLATE_VERSIONS.contains(&version) {
-            return Err(PolicyError::at(
-                source,
-                "apiVersion",
-                format!(
-                    "unsupported apiVersion {api_version}; supported: templates.gatekeeper.sh/v1, v1beta1, v1alpha1"
-                ),
-            ));
-        }
-        let kind = value.get("kind").and_then(Value::as_str).unwrap_or("");
-        if kind != "ConstraintTemplate" {
-            return Err(PolicyError::at(
-                source,
-                "kind",
-                format!(
-                    "unsupported document {api_version} {kind}; supported kinds in {TEMPLATES_GROUP}: ConstraintTemplate"
-                ),
-            ));
-        }
+        check_type(
+            source,
+            &value,
+            TEMPLATES_GROUP,
+            &TEMPLATE_VERSIONS,
+            Some("ConstraintTemplate"),
+        )?;
         let template: ConstraintTemplate = from_document(source, value)?;
         return Ok(GatekeeperDocument::Template(Box::new(template)));
     }
-    if !CONSTRAINT_VERSIONS.contains(&version) {
-        return Err(PolicyError::at(
-            source,
-            "apiVersion",
-            format!(
-                "unsupported apiVersion {api_version}; supported: constraints.gatekeeper.sh/v1beta1, v1, v1alpha1"
-            ),
-        ));
-    }
+    check_type(
+        source,
+        &value,
+        CONSTRAINTS_GROUP,
+        &CONSTRAINT_VERSIONS,
+        None,
+    )?;
     let mut constraint: Constraint = from_document(source, value.clone())?;
     constraint.document = value;
     if constraint.metadata.name.is_empty() {
         return Err(PolicyError::at(source, "metadata.name", "Required value"));
     }
     Ok(GatekeeperDocument::Constraint(Box::new(constraint)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn an_unknown_version_or_kind_names_what_is_supported() {
+        let source = DocumentSource {
+            file: PathBuf::from("gk.yaml"),
+            index: 0,
+        };
+        let error = |value: Value| recognise(&source, TEMPLATES_GROUP, value).unwrap_err();
+        let wrong_version = error(json!({
+            "apiVersion": "templates.gatekeeper.sh/v2", "kind": "ConstraintTemplate",
+        }));
+        assert_eq!(wrong_version.field.as_deref(), Some("apiVersion"));
+        assert_eq!(
+            wrong_version.message,
+            "unsupported apiVersion templates.gatekeeper.sh/v2; supported: \
+             templates.gatekeeper.sh/v1, v1beta1, v1alpha1"
+        );
+        let wrong_kind = error(json!({
+            "apiVersion": "templates.gatekeeper.sh/v1", "kind": "Template",
+        }));
+        assert_eq!(wrong_kind.field.as_deref(), Some("kind"));
+        assert_eq!(
+            wrong_kind.message,
+            "unsupported document templates.gatekeeper.sh/v1 Template; supported kinds in \
+             templates.gatekeeper.sh: ConstraintTemplate"
+        );
+        let constraint = recognise(
+            &source,
+            CONSTRAINTS_GROUP,
+            json!({"apiVersion": "constraints.gatekeeper.sh/v2", "kind": "K8sAnything"}),
+        )
+        .unwrap_err();
+        assert_eq!(
+            constraint.message,
+            "unsupported apiVersion constraints.gatekeeper.sh/v2; supported: \
+             constraints.gatekeeper.sh/v1beta1, v1, v1alpha1"
+        );
+    }
 }

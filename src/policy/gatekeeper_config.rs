@@ -107,24 +107,7 @@ pub struct ConfigMatch {
 
 /// Reads a document of [`CONFIG_GROUP`]: a Config of version v1alpha1, named `config`.
 pub fn recognise(source: &DocumentSource, value: Value) -> Result<GatekeeperConfig, PolicyError> {
-    let text = |key: &str| value.get(key).and_then(Value::as_str).unwrap_or("");
-    let (api_version, kind) = (text("apiVersion"), text("kind"));
-    if api_version != CONFIG_API_VERSION {
-        return Err(PolicyError::at(
-            source,
-            "apiVersion",
-            format!("unsupported apiVersion {api_version}; supported: {CONFIG_API_VERSION}"),
-        ));
-    }
-    if kind != "Config" {
-        return Err(PolicyError::at(
-            source,
-            "kind",
-            format!(
-                "unsupported document {api_version} {kind}; supported kinds in {CONFIG_GROUP}: Config"
-            ),
-        ));
-    }
+    super::gatekeeper::check_type(source, &value, CONFIG_GROUP, &["v1alpha1"], Some("Config"))?;
     let config: GatekeeperConfig = from_document(source, value)?;
     if config.metadata.name != CONFIG_NAME {
         return Err(PolicyError::at(

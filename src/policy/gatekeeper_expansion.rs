@@ -96,31 +96,13 @@ pub struct GeneratedGvk {
 /// characters, a source, a generated kind, `applyTo`, and no `applyTo` entry naming the
 /// generated kind itself.
 pub fn recognise(source: &DocumentSource, value: Value) -> Result<ExpansionTemplate, PolicyError> {
-    let api_version = value
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
-    let version = api_version.split_once('/').map_or("", |(_, v)| v);
-    if !EXPANSION_VERSIONS.contains(&version) {
-        return Err(PolicyError::at(
-            source,
-            "apiVersion",
-            format!(
-                "unsupported apiVersion {api_version}; supported: {EXPANSION_GROUP}/v1beta1, v1alpha1"
-            ),
-        ));
-    }
-    let kind = value.get("kind").and_then(Value::as_str).unwrap_or("");
-    if kind != "ExpansionTemplate" {
-        return Err(PolicyError::at(
-            source,
-            "kind",
-            format!(
-                "unsupported document {api_version} {kind}; supported kinds in {EXPANSION_GROUP}: ExpansionTemplate"
-            ),
-        ));
-    }
+    super::gatekeeper::check_type(
+        source,
+        &value,
+        EXPANSION_GROUP,
+        &EXPANSION_VERSIONS,
+        Some("ExpansionTemplate"),
+    )?;
     let template: ExpansionTemplate = from_document(source, value)?;
     let name = &template.metadata.name;
     let spec = &template.spec;

@@ -484,6 +484,17 @@ mod tests {
         Expansions::compile(&pairs)
     }
 
+    /// Deployments expanded into their Pods, with no enforcement action of their own.
+    fn deployments_to_pods() -> Expansions {
+        compile(&[template(
+            "expand-deployments",
+            ("apps", "Deployment"),
+            ("", "Pod"),
+            "",
+        )])
+        .unwrap()
+    }
+
     fn deployment_request(operation: &str) -> AdmissionRequest {
         let object = json!({
             "apiVersion": "apps/v1", "kind": "Deployment",
@@ -613,13 +624,7 @@ mod tests {
 
     #[test]
     fn without_a_namespace_the_parents_or_the_sources_is_kept() {
-        let expansions = compile(&[template(
-            "expand-deployments",
-            ("apps", "Deployment"),
-            ("", "Pod"),
-            "",
-        )])
-        .unwrap();
+        let expansions = deployments_to_pods();
         let request = deployment_request("CREATE");
         let object = json!({
             "metadata": {"name": "web", "namespace": "shop"},
@@ -651,13 +656,7 @@ mod tests {
 
     #[test]
     fn a_missing_source_is_an_error_and_cycles_are_refused() {
-        let expansions = compile(&[template(
-            "expand-deployments",
-            ("apps", "Deployment"),
-            ("", "Pod"),
-            "",
-        )])
-        .unwrap();
+        let expansions = deployments_to_pods();
         let request = deployment_request("CREATE");
         let error = expansions
             .expand(
