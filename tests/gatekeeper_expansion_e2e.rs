@@ -4,7 +4,8 @@
 //! Deployments are expanded into their Pod. Registered with what `webhook-config` prints, the
 //! webhook denies a Deployment whose Pod template uses `latest`, with the Pod's message and the
 //! request's operation (CREATE, then DELETE of one created before the webhook), warns about its
-//! Pod's missing `runAsNonRoot`, and admits a compliant Deployment without a word.
+//! Pod's missing `runAsNonRoot`, and admits a compliant Deployment without a word. `audit`
+//! expands the Deployments it lists as Gatekeeper's audit does.
 //!
 //! Runs when `PORTCULLIS_E2E_BIN` names the control plane's folder; skipped otherwise, except
 //! under `CI=true`, where it fails.
@@ -150,4 +151,64 @@ fn a_deployments_pod_is_reviewed_at_the_webhook() {
     );
     let status = portcullis.terminate();
     assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn audit_reviews_the_pods_of_the_deployments_it_lists() {
+    let Some(bin) = e2e_bin() else { return };
+    let cluster = ControlPlane::start(&bin);
+    cluster.kubectl_ok(&["create", "namespace", "apps"]);
+    for (name, image, non_root) in [
+        ("latest", "nginx", true),
+        ("tagged", "nginx:1.27", false),
+        ("good", "nginx:1.27", true),
+    ] {
+        let output =
+            cluster.kubectl_stdin(&["create", "-f", "-"], &deployment(name, image, non_root));
+        assert!(output.status.success(), "{}", stderr(&output));
+    }
+    let scenario = fixture("gatekeeper/expansion");
+    let mut command = Command::new(PORTCULLIS);
+    command.args(["audit", "--kubeconfig", cluster.kubeconfig()]);
+    for folder in ["templates", "constraints", "expansion"] {
+        command.arg("--policies").arg(scenario.join(folder));
+    }
+    let output = command
+        .args(["--output", "json"])
+        .env_remove("PORTCULLIS_NAMESPACE")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let results: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let of = |name: &str| {
+        results
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["kind"] == "Deployment" && r["name"] == name)
+            .unwrap_or_else(|| panic!("no result for Deployment {name}: {results}"))
+            .clone()
+    };
+    // Offline, as the audit's reviews are, the operation is empty.
+    let latest = of("latest");
+    assert_eq!(latest["allowed"], false, "{latest}");
+    assert_eq!(
+        latest["violations"][0]["message"],
+        "[no-latest] [Implied by expand-deployments] container <web> uses tag <latest>: Pod \
+         apps/latest-pod, operation \"\", owners [\"Deployment/latest\"]",
+        "{latest}"
+    );
+    let tagged = of("tagged");
+    assert_eq!(tagged["allowed"], true, "{tagged}");
+    assert_eq!(
+        tagged["warnings"],
+        serde_json::json!([
+            "[generated-pods-run-as-nonroot] [Implied by expand-deployments] pod tagged-pod in \
+             apps must set runAsNonRoot (operation \"\")"
+        ]),
+        "{tagged}"
+    );
+    let good = of("good");
+    assert_eq!(good["allowed"], true, "{good}");
+    assert_eq!(good["warnings"], serde_json::json!([]), "{good}");
 }
