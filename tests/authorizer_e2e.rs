@@ -19,7 +19,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::control_plane::{ControlPlane, PORTCULLIS, Portcullis, e2e_bin, eventually, stderr};
+use common::control_plane::{
+    ControlPlane, PORTCULLIS, Portcullis, e2e_bin, eventually, stderr, write_serving_certs,
+};
 use common::fixture;
 
 const NAMESPACE: &str = "authz-e2e";
@@ -160,13 +162,7 @@ fn authorizer_agrees_with_the_apiserver() {
 
     let work = tempfile::tempdir().unwrap();
     let certs = work.path().join("certs");
-    let status = Command::new(PORTCULLIS)
-        .args(["certs", "--out"])
-        .arg(&certs)
-        .args(["--host", "127.0.0.1"])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    write_serving_certs(&certs);
     let portcullis = Portcullis::start(&[
         "--tls-dir",
         certs.to_str().unwrap(),

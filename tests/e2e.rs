@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use common::control_plane::{
     ControlPlane, PORTCULLIS, Portcullis, comparable, e2e_bin, e2e_bin_old, eventually, stderr,
+    write_serving_certs,
 };
 use common::fixture;
 use k8s_openapi::api::core::v1::Pod;
@@ -47,16 +48,6 @@ fn publish(dir: &Path, version: &str, files: &[(&str, &Path)]) {
 
 fn publish_secret(dir: &Path, version: &str, cert: &Path, key: &Path) {
     publish(dir, version, &[("tls.crt", cert), ("tls.key", key)]);
-}
-
-fn generate_certs(dir: &Path) {
-    let status = Command::new(PORTCULLIS)
-        .args(["certs", "--out"])
-        .arg(dir)
-        .args(["--host", "127.0.0.1", "--host", "localhost"])
-        .status()
-        .unwrap();
-    assert!(status.success());
 }
 
 /// `portcullis webhook-config` for Portcullis at `webhook`, its rules drawn from `policies`
@@ -109,8 +100,8 @@ fn end_to_end_on(bin: &Path) {
     eprintln!("e2e: kube-apiserver {version}");
     let work = tempfile::tempdir().unwrap();
     let (first, second) = (work.path().join("first"), work.path().join("second"));
-    generate_certs(&first);
-    generate_certs(&second);
+    write_serving_certs(&first);
+    write_serving_certs(&second);
     let bundle = work.path().join("ca-bundle.crt");
     let mut pem = std::fs::read_to_string(first.join("ca.crt")).unwrap();
     pem.push_str(&std::fs::read_to_string(second.join("ca.crt")).unwrap());
@@ -422,7 +413,7 @@ fn portcullis_gone_address() -> SocketAddr {
 fn check_manifests(cluster: &ControlPlane, work: &Path) {
     let manifests = work.join("repo/manifests");
     copy_tree(&Path::new(ROOT).join("manifests"), &manifests);
-    generate_certs(&work.join("repo/certs/out"));
+    write_serving_certs(&work.join("repo/certs/out"));
     cluster.kubectl_ok(&["apply", "-f", &fixture_path("cert-manager-crds.yaml")]);
     cluster.kubectl_ok(&[
         "wait",
@@ -472,7 +463,7 @@ fn admission_latency_through_the_apiserver() {
         .unwrap_or(300);
     let cluster = ControlPlane::start(&bin);
     let work = tempfile::tempdir().unwrap();
-    generate_certs(work.path());
+    write_serving_certs(work.path());
     let ca = work.path().join("ca.crt");
     cluster.kubectl_ok(&["create", "namespace", "latency"]);
     // One Pod that every row admits, so that every row sends the same body.
@@ -867,7 +858,7 @@ fn in_tree_and_through_portcullis(
 ) -> Portcullis {
     cluster.kubectl_ok(&["apply", "-f", policy, "-f", in_tree_binding]);
     let certs = work.join("certs");
-    generate_certs(&certs);
+    write_serving_certs(&certs);
     let portcullis = Portcullis::start(&[
         "--tls-dir",
         certs.to_str().unwrap(),
@@ -1578,7 +1569,7 @@ fn assert_no_in_tree_map(cluster: &ControlPlane) {
 /// configurations `webhook-config --policies` prints for them applied to `cluster`.
 fn serve_as_webhook(cluster: &ControlPlane, work: &Path, policies: &str) -> Portcullis {
     let certs = work.join("certs");
-    generate_certs(&certs);
+    write_serving_certs(&certs);
     let portcullis =
         Portcullis::start(&["--tls-dir", certs.to_str().unwrap(), "--policies", policies]);
     cluster.apply(&webhook_config(

@@ -15,7 +15,9 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::control_plane::{ControlPlane, PORTCULLIS, Portcullis, e2e_bin, eventually, stderr};
+use common::control_plane::{
+    ControlPlane, PORTCULLIS, Portcullis, e2e_bin, eventually, stderr, write_serving_certs,
+};
 use common::fixture;
 
 /// A Deployment `apps/name` of one container running `image`, its Pod running as non-root or
@@ -51,13 +53,7 @@ fn a_deployments_pod_is_reviewed_at_the_webhook() {
 
     let work = tempfile::tempdir().unwrap();
     let certs = work.path().join("certs");
-    let status = Command::new(PORTCULLIS)
-        .args(["certs", "--out"])
-        .arg(&certs)
-        .args(["--host", "127.0.0.1", "--host", "localhost"])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    write_serving_certs(&certs);
     let scenario = fixture("gatekeeper/expansion");
     let folders: Vec<String> = ["templates", "constraints", "expansion"]
         .iter()

@@ -15,7 +15,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::control_plane::{ControlPlane, PORTCULLIS, Portcullis, e2e_bin, eventually, stderr};
+use common::control_plane::{
+    ControlPlane, PORTCULLIS, Portcullis, e2e_bin, eventually, stderr, write_serving_certs,
+};
 use common::fixture;
 
 const CONFIG: &str = "\
@@ -83,13 +85,7 @@ fn synced_ingresses_make_a_duplicate_host_denied() {
     }
     let work = tempfile::tempdir().unwrap();
     let certs = work.path().join("certs");
-    let status = Command::new(PORTCULLIS)
-        .args(["certs", "--out"])
-        .arg(&certs)
-        .args(["--host", "127.0.0.1", "--host", "localhost"])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    write_serving_certs(&certs);
     let folder = policy_folder(work.path());
     let portcullis = Portcullis::start(&[
         "--tls-dir",

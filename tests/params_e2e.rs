@@ -15,7 +15,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::control_plane::{ControlPlane, PORTCULLIS, Portcullis, e2e_bin, eventually, stderr};
+use common::control_plane::{
+    ControlPlane, PORTCULLIS, Portcullis, e2e_bin, eventually, stderr, write_serving_certs,
+};
 use common::fixture;
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use kube::api::{Api, ObjectMeta, PostParams};
@@ -96,16 +98,6 @@ fn by_name_denial(name: &str, prefix: &str) -> Answer {
         "params-by-name-in-tree",
         &format!("name {name} starts with {prefix} (forbidden by ConfigMap naming)"),
     )
-}
-
-fn generate_certs(dir: &Path) {
-    let status = Command::new(PORTCULLIS)
-        .args(["certs", "--out"])
-        .arg(dir)
-        .args(["--host", "127.0.0.1", "--host", "localhost"])
-        .status()
-        .unwrap();
-    assert!(status.success());
 }
 
 /// `portcullis webhook-config` for Portcullis at `portcullis`, its rules and RBAC drawn from
@@ -232,7 +224,7 @@ async fn params_from_config_maps_agree_with_the_apiserver() {
     ]);
     let work = tempfile::tempdir().unwrap();
     let certs = work.path().join("certs");
-    generate_certs(&certs);
+    write_serving_certs(&certs);
     // Portcullis as its ServiceAccount, with the RBAC of manifests/base (namespaces) and what
     // `webhook-config` prints for the policies (the param watch's), nothing else.
     let folder = policy_folder(work.path());
@@ -439,7 +431,7 @@ async fn param_watch_memory_with_10000_config_maps() {
     let client = cluster.client().await;
     let work = tempfile::tempdir().unwrap();
     let certs = work.path().join("certs");
-    generate_certs(&certs);
+    write_serving_certs(&certs);
 
     let folder = policy_folder(work.path());
     let before = serve(&cluster, &certs, &folder);
@@ -541,7 +533,7 @@ async fn mutating_policy_params_agree_with_the_apiserver() {
     ]);
     let work = tempfile::tempdir().unwrap();
     let certs = work.path().join("certs");
-    generate_certs(&certs);
+    write_serving_certs(&certs);
     let folder = work.path().join("policies");
     std::fs::create_dir(&folder).unwrap();
     std::fs::copy(&policy, folder.join("policy.yaml")).unwrap();

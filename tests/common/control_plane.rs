@@ -15,6 +15,18 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 pub const PORTCULLIS: &str = env!("CARGO_BIN_EXE_portcullis");
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
+/// Writes a CA and a serving certificate for 127.0.0.1 and localhost into `dir` with
+/// `portcullis certs` (`ca.crt`, `tls.crt`, `tls.key`).
+pub fn write_serving_certs(dir: &Path) {
+    let status = Command::new(PORTCULLIS)
+        .args(["certs", "--out"])
+        .arg(dir)
+        .args(["--host", "127.0.0.1", "--host", "localhost"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
 /// The folder with `etcd`, `kube-apiserver` and `kubectl` (`PORTCULLIS_E2E_BIN`); `None` skips
 /// the test with a message, except under `CI=true`, where a missing folder fails it.
 pub fn e2e_bin() -> Option<PathBuf> {
