@@ -824,10 +824,7 @@ impl Gatekeeper {
                 kind: "Constraint",
                 policy: format!("{}/{}", constraint.kind, constraint.name).into(),
                 binding: None,
-                action: match action_override {
-                    Some(action) => action.as_str(),
-                    None => constraint.enforcement.sort_key(),
-                },
+                action: action_override.map_or(constraint.enforcement.sort_key(), Action::as_str),
                 result: if messages.is_empty() { "pass" } else { "fail" },
             });
             decision.timings.push((
@@ -869,16 +866,15 @@ impl Gatekeeper {
             return;
         }
         let mut outcomes: Vec<Outcome<'_>> = Vec::new();
-        let original = ReviewedObject {
-            object: from_object.unwrap_or(&serde_json::Value::Null),
-            operation: None,
-        };
         let pass = ReviewPass {
             point,
             inventory,
             engine,
             namespaces,
-            reviewed: from_object.map(|_| original),
+            reviewed: from_object.map(|object| ReviewedObject {
+                object,
+                operation: None,
+            }),
             generated: None,
         };
         if self
