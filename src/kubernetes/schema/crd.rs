@@ -14,7 +14,8 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use super::{
-    Field, IntKind, ListType, Node, NodeKind, ObjectType, Schema, builtin_type, schema_from_parts,
+    Field, IntKind, ListType, Node, NodeKind, ObjectType, Schema, TypeArena, builtin_type,
+    schema_from_parts,
 };
 use crate::admission::GroupVersionKind;
 
@@ -374,13 +375,13 @@ impl Builder {
         }
     }
 
-    fn copy(&mut self, from: &[ObjectType], index: usize) -> usize {
+    fn copy(&mut self, from: &TypeArena, index: usize) -> usize {
         if let Some(&done) = self.copied.get(&index) {
             return done;
         }
         let new = self.types.len();
         self.copied.insert(index, new);
-        self.types.push(from[index].clone());
+        self.types.push(from.get(index).clone());
         let mut fields = std::mem::take(&mut self.types[new].fields);
         for field in &mut fields {
             self.relink(from, &mut field.node);
@@ -389,7 +390,7 @@ impl Builder {
         new
     }
 
-    fn relink(&mut self, from: &[ObjectType], node: &mut Node) {
+    fn relink(&mut self, from: &TypeArena, node: &mut Node) {
         match &mut node.kind {
             NodeKind::Object(index) => *index = self.copy(from, *index),
             NodeKind::Map { values, .. } => self.relink(from, values),

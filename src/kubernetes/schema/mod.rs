@@ -13,7 +13,9 @@
 //!
 //! A [`Schema`] is one kind's root [`ObjectType`] in an arena of object types (built-in kinds
 //! share one arena; each CRD version has its own), so that recursive types
-//! (`JSONSchemaProps`) need no cycles of pointers.
+//! (`JSONSchemaProps`) need no cycles of pointers. The built-in arena decodes each type from
+//! the table when it is first reached: a policy set about Pods holds the 135 types a Pod
+//! reaches, not all 850.
 
 pub mod crd;
 pub mod decode;
@@ -22,10 +24,11 @@ pub mod round_trip;
 pub mod time;
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::admission::GroupVersionKind;
 
@@ -35,7 +38,7 @@ pub(crate) const BUILTIN_TABLE: &str = include_str!("builtin.json");
 /// One kind's schema: its root object type in an arena of object types.
 #[derive(Debug, Clone)]
 pub struct Schema {
-    types: Arc<[ObjectType]>,
+    types: Arc<TypeArena>,
     root: usize,
     gvk: Arc<GroupVersionKind>,
     origin: Origin,
@@ -215,7 +218,7 @@ impl Schema {
 
     /// The root object type.
     pub fn root(&self) -> &ObjectType {
-        &self.types[self.root]
+        self.types.get(self.root)
     }
 
     /// The object type at `index` of this schema's arena ([`NodeKind::Object`]).
@@ -223,7 +226,7 @@ impl Schema {
     /// # Panics
     /// Never for an index taken from a node of this schema.
     pub fn object(&self, index: usize) -> &ObjectType {
-        &self.types[index]
+        self.types.get(index)
     }
 
     /// A node for the root object.
@@ -283,14 +286,63 @@ impl Node {
 
 // ---- Built-in kinds ----
 
+/// An arena of object types: a custom resource's, built whole, or the built-in table's, whose
+/// types are decoded from the table's text when first reached.
+#[derive(Debug)]
+pub(crate) struct TypeArena {
+    types: Box<[OnceLock<ObjectType>]>,
+    /// The table's text of each type, for the built-in arena.
+    source: Box<[&'static RawValue]>,
+}
+
+impl TypeArena {
+    fn built(types: Vec<ObjectType>) -> Self {
+        TypeArena {
+            types: types.into_iter().map(OnceLock::from).collect(),
+            source: Box::default(),
+        }
+    }
+
+    fn from_table(source: Vec<&'static RawValue>) -> Self {
+        TypeArena {
+            types: source.iter().map(|_| OnceLock::new()).collect(),
+            source: source.into(),
+        }
+    }
+
+    /// The type at `index`, decoded now if it was not yet.
+    ///
+    /// # Panics
+    /// For an index out of the arena, or a type the table does not describe validly: both
+    /// build defects, as every type of the table is decoded by its tests.
+    pub(crate) fn get(&self, index: usize) -> &ObjectType {
+        self.types[index].get_or_init(|| {
+            decode_type(self.source[index], self.types.len())
+                .expect("src/kubernetes/schema/builtin.json is a valid schema table")
+        })
+    }
+
+    /// Decodes every type not decoded yet, returning the first error.
+    #[cfg(test)]
+    fn decode_all(&self) -> Result<(), String> {
+        for (index, slot) in self.types.iter().enumerate() {
+            if slot.get().is_none() {
+                let decoded = decode_type(self.source[index], self.types.len())?;
+                let _ = slot.set(decoded);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The parsed table: one arena for every built-in kind.
 struct BuiltinTable {
-    types: Arc<[ObjectType]>,
+    types: Arc<TypeArena>,
     /// Each kind and its root type, sorted by (group, version, kind).
     kinds: Vec<(Arc<GroupVersionKind>, usize)>,
     /// The same, by kind name, for a lookup without allocation (a name has few versions).
     by_kind: HashMap<String, Vec<(Arc<GroupVersionKind>, usize)>>,
-    names: HashMap<String, usize>,
+    names: HashMap<&'static str, usize>,
 }
 
 static BUILTINS: LazyLock<BuiltinTable> = LazyLock::new(|| {
@@ -327,15 +379,22 @@ pub fn builtin_kinds() -> Vec<GroupVersionKind> {
 /// The arena of built-in object types and the index of the one with OpenAPI definition name
 /// `name` (`io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta`), for custom resources that embed
 /// it.
-pub(crate) fn builtin_type(name: &str) -> Option<(&'static [ObjectType], usize)> {
+pub(crate) fn builtin_type(name: &str) -> Option<(&'static TypeArena, usize)> {
     let table = &*BUILTINS;
     table.names.get(name).map(|&index| (&*table.types, index))
 }
 
 #[derive(Deserialize)]
-struct RawTable {
+struct RawTable<'t> {
     kinds: Vec<(String, String, String, usize)>,
-    types: Vec<RawType>,
+    #[serde(borrow)]
+    types: Vec<&'t RawValue>,
+}
+
+/// A type's definition name, read without decoding the rest of it.
+#[derive(Deserialize)]
+struct TypeName<'t> {
+    n: &'t str,
 }
 
 #[derive(Deserialize)]
@@ -387,50 +446,22 @@ struct RawNode {
     gk: String,
 }
 
-/// Parses the generated table, checking every reference.
-fn parse_table(text: &str) -> Result<BuiltinTable, String> {
-    let raw: RawTable = serde_json::from_str(text).map_err(|e| e.to_string())?;
+/// Parses the generated table: its kinds, and where each type's text lies; the types are
+/// decoded when first reached ([`TypeArena::get`]).
+fn parse_table(text: &'static str) -> Result<BuiltinTable, String> {
+    let raw: RawTable<'static> = serde_json::from_str(text).map_err(|e| e.to_string())?;
     let count = raw.types.len();
     let names = raw
         .types
         .iter()
         .enumerate()
-        .map(|(index, t)| (t.n.clone(), index))
-        .collect();
-    let types = raw
-        .types
-        .into_iter()
-        .map(|t| {
-            // Pushed into a vector of their own size: collected in place, the fields would keep
-            // the larger raw fields' allocation (1.3 MB for the table against 0.7 MB).
-            let raw_fields = t.f.unwrap_or_default();
-            let mut fields = Vec::with_capacity(raw_fields.len());
-            for f in raw_fields {
-                fields.push(Field {
-                    node: convert_node(f.t, count).map_err(|e| format!("{}.{}: {e}", t.n, f.n))?,
-                    name: f.n,
-                    omit_empty: f.oe,
-                    omit_zero: f.oz,
-                    pointer: f.p,
-                    enum_values: f.e,
-                    preserve_unknown_fields: f.pu,
-                    embedded_resource: f.emb,
-                    default: f.d,
-                    embedded_in: f.embedded_in,
-                });
-            }
-            // io.k8s.api.core.v1.PodSpec: the package is the last path element, v1.
-            let package = t.n.rsplit('.').nth(1).unwrap_or_default();
-            Ok(ObjectType {
-                go_type: format!("{package}.{}", t.go),
-                go_name: t.go,
-                atomic: t.a,
-                preserve_unknown_fields: t.pu,
-                embedded_resource: false,
-                fields,
-            })
+        .map(|(index, source)| {
+            let name: TypeName<'static> =
+                serde_json::from_str(source.get()).map_err(|e| format!("type {index}: {e}"))?;
+            Ok((name.n, index))
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<_, String>>()?;
+    let types = TypeArena::from_table(raw.types);
     let mut kinds = raw.kinds;
     if let Some((group, version, kind, index)) = kinds.iter().find(|k| k.3 >= count) {
         return Err(format!("{group}/{version} {kind}: no type {index}"));
@@ -458,10 +489,41 @@ fn parse_table(text: &str) -> Result<BuiltinTable, String> {
             .push((gvk.clone(), *index));
     }
     Ok(BuiltinTable {
-        types: types.into(),
+        types: Arc::new(types),
         kinds,
         by_kind,
         names,
+    })
+}
+
+/// Decodes one type of the table, checking its references against the `count` types.
+fn decode_type(source: &RawValue, count: usize) -> Result<ObjectType, String> {
+    let t: RawType = serde_json::from_str(source.get()).map_err(|e| e.to_string())?;
+    let raw_fields = t.f.unwrap_or_default();
+    let mut fields = Vec::with_capacity(raw_fields.len());
+    for f in raw_fields {
+        fields.push(Field {
+            node: convert_node(f.t, count).map_err(|e| format!("{}.{}: {e}", t.n, f.n))?,
+            name: f.n,
+            omit_empty: f.oe,
+            omit_zero: f.oz,
+            pointer: f.p,
+            enum_values: f.e,
+            preserve_unknown_fields: f.pu,
+            embedded_resource: f.emb,
+            default: f.d,
+            embedded_in: f.embedded_in,
+        });
+    }
+    // io.k8s.api.core.v1.PodSpec: the package is the last path element, v1.
+    let package = t.n.rsplit('.').nth(1).unwrap_or_default();
+    Ok(ObjectType {
+        go_type: format!("{package}.{}", t.go),
+        go_name: t.go,
+        atomic: t.a,
+        preserve_unknown_fields: t.pu,
+        embedded_resource: false,
+        fields,
     })
 }
 
@@ -520,7 +582,7 @@ pub(crate) fn schema_from_parts(
     gvk: GroupVersionKind,
 ) -> Schema {
     Schema {
-        types: types.into(),
+        types: Arc::new(TypeArena::built(types)),
         root,
         gvk: Arc::new(gvk),
         origin: Origin::CustomResource,
