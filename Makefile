@@ -103,6 +103,21 @@ bench-load:
 bench-smoke:
 	bench/run.sh --smoke
 
+.PHONY: text-order text-order-check
+
+RELEASE_BIN = $${CARGO_TARGET_DIR:-target}/release/portcullis
+
+## text-order: regenerate link/text-order.txt, the functions `serve` runs, which the linker places
+## together (scripts/text-order.py; traces a release build under ptrace)
+text-order:
+	$(CARGO) build --release --locked --bin portcullis
+	python3 scripts/text-order.py generate --binary $(RELEASE_BIN)
+
+## text-order-check: fail when under 90% of link/text-order.txt's names are in the release build
+text-order-check:
+	$(CARGO) build --release --locked --bin portcullis
+	python3 scripts/text-order.py check --binary $(RELEASE_BIN)
+
 .PHONY: schemas schemas-check
 
 ## schemas: regenerate src/kubernetes/schema/builtin.json and builtin.lock from the pinned Kubernetes
