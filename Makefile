@@ -113,7 +113,8 @@ text-order:
 	$(CARGO) build --release --locked --bin portcullis
 	python3 scripts/text-order.py generate --binary $(RELEASE_BIN)
 
-## text-order-check: fail when under 90% of link/text-order.txt's names are in the release build
+## text-order-check: fail when under 90% of link/text-order.txt's names are in the release build,
+## or when the linker did not place them together
 text-order-check:
 	$(CARGO) build --release --locked --bin portcullis
 	python3 scripts/text-order.py check --binary $(RELEASE_BIN)

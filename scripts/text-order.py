@@ -10,10 +10,12 @@ the functions listed there come first, together.
                                        answers reviews over HTTP/1.1 and HTTP/2, and writes
                                        the functions that ran in the order they first ran,
                                        policy set after policy set
-  check --binary BIN [--order FILE] [--min F]
+  check --binary BIN [--order FILE] [--min F] [--max-spread S]
                                        fails when fewer than F (0.9) of the listed names are in
-                                       BIN: symbol names change with the compiler and the crate
-                                       graph, and a stale list orders nothing
+                                       BIN (symbol names change with the compiler and the crate
+                                       graph, and a stale list orders less), or when the ones
+                                       found span over S (1.2) times their own size (the linker
+                                       did not place them together)
 
 `generate` puts an int3 on the first byte of every function of BIN (from `nm`), restores the
 byte when it is hit and records the function; it needs ptrace of a child (Linux, x86_64),
@@ -68,15 +70,21 @@ class Registers(ctypes.Structure):
         "fs_base gs_base ds es fs gs").split()]
 
 
-def code_symbols(binary):
-    """Offset in the file's image -> name, one per function with a size (the first alias)."""
+def sized_functions(binary):
+    """(offset in the file's image, size, name) of every function symbol with a size."""
     listing = subprocess.run(["nm", "-S", "--defined-only", binary], capture_output=True,
                              text=True, check=True).stdout
-    functions = {}
     for line in listing.splitlines():
         fields = line.split()
         if len(fields) == 4 and fields[2] in "tTwW" and int(fields[1], 16) > 0:
-            functions.setdefault(int(fields[0], 16), fields[3])
+            yield int(fields[0], 16), int(fields[1], 16), fields[3]
+
+
+def code_symbols(binary):
+    """Offset in the file's image -> name, one per function (the first alias)."""
+    functions = {}
+    for offset, _, name in sized_functions(binary):
+        functions.setdefault(offset, name)
     return functions
 
 
@@ -243,16 +251,27 @@ def listed_names(order):
         return [line.strip() for line in file if line.strip() and not line.startswith("#")]
 
 
-def check(binary, order, minimum):
+def check(binary, order, minimum, max_spread):
     listed = listed_names(order)
-    present = set(code_symbols(binary).values())
-    found = sum(name in present for name in listed)
-    share = found / len(listed) if listed else 0.0
-    print(f"{found} of {len(listed)} functions of {os.path.relpath(order, ROOT)} are in {binary} "
-          f"({share:.1%})")
+    placed = {}
+    for offset, size, name in sized_functions(binary):
+        placed.setdefault(name, (offset, size))
+    found = [placed[name] for name in listed if name in placed]
+    share = len(found) / len(listed) if listed else 0.0
+    shown = os.path.relpath(order, ROOT)
+    print(f"{len(found)} of {len(listed)} functions of {shown} are in {binary} ({share:.1%})")
     if share < minimum:
-        print(f"the list is stale (under {minimum:.0%}): run `make text-order` and commit "
-              f"{os.path.relpath(order, ROOT)}", file=sys.stderr)
+        print(f"the list is stale (under {minimum:.0%}): run `make text-order` and commit {shown}",
+              file=sys.stderr)
+        return 1
+    # Placed together, the listed functions span little more than their own sizes (alignment);
+    # left where the crate graph puts them, about three times as much.
+    span = max(offset + size for offset, size in found) - min(offset for offset, _ in found)
+    spread = span / sum(size for _, size in found)
+    print(f"they span {span / 1e6:.2f} MB, {spread:.2f}x their own size")
+    if spread > max_spread:
+        print(f"the linker did not place them together (over {max_spread}x): build.rs passes "
+              f"{shown} to lld unless PORTCULLIS_TEXT_ORDER=off", file=sys.stderr)
         return 1
     return 0
 
@@ -263,12 +282,13 @@ def main():
     parser.add_argument("--binary", required=True)
     parser.add_argument("--order", "--out", dest="order", default=DEFAULT_ORDER)
     parser.add_argument("--min", type=float, default=0.9)
+    parser.add_argument("--max-spread", type=float, default=1.2)
     args = parser.parse_args()
     binary = os.path.abspath(args.binary)
     if args.command == "generate":
         generate(binary, args.order)
         return 0
-    return check(binary, args.order, args.min)
+    return check(binary, args.order, args.min, args.max_spread)
 
 
 if __name__ == "__main__":
