@@ -162,10 +162,9 @@ def drive(pid, port, admin_port, failures):
         os.kill(pid, signal.SIGINT)
 
 
-def trace_serve(binary, certs, policies, log):
-    """Runs `serve` with `policies` under ptrace; returns the names of the functions that ran,
-    in the order they first ran."""
-    functions = code_symbols(binary)
+def trace_serve(binary, functions, certs, policies, log):
+    """Runs `serve` with `policies` under ptrace, with a breakpoint on each of `functions`
+    (offset -> name); returns the names of those that ran, in the order they first ran."""
     port = 30000 + (os.getpid() * 7 + len(policies)) % 20000
     argv = [binary, "serve", "--listen", f"127.0.0.1:{port}", "--admin-listen",
             f"127.0.0.1:{port + 1}", "--tls-dir", certs, "--no-cluster"]
@@ -226,13 +225,14 @@ def trace_serve(binary, certs, policies, log):
 
 def generate(binary, out):
     names, listed = [], set()
+    functions = code_symbols(binary)
     with tempfile.TemporaryDirectory() as work:
         certs = os.path.join(work, "certs")
         subprocess.run([binary, "certs", "--out", certs, "--host", "127.0.0.1"], check=True,
                        capture_output=True)
         with open(os.path.join(work, "serve.log"), "wb") as log:
             for policies in POLICY_SETS:
-                ran = trace_serve(binary, certs, policies, log)
+                ran = trace_serve(binary, functions, certs, policies, log)
                 print(f"serve with {policies or 'its defaults'}: {len(ran)} functions ran",
                       file=sys.stderr)
                 names += [name for name in ran if name not in listed]
