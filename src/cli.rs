@@ -150,6 +150,11 @@ pub struct ServeArgs {
     /// Largest accepted request body in bytes; larger bodies get 413.
     #[arg(long, env = "PORTCULLIS_MAX_BODY_BYTES", default_value_t = 3 * 1024 * 1024)]
     pub max_body_bytes: usize,
+    /// Bytes of request bodies read and not yet answered, in total (by Content-Length, or
+    /// --max-body-bytes without one); a request whose body would pass it waits before its
+    /// body is read, until its deadline, then gets 503.
+    #[arg(long, env = "PORTCULLIS_MAX_BUFFERED_BODY_BYTES", default_value_t = crate::server::DEFAULT_MAX_BUFFERED_BODY_BYTES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_buffered_body_bytes: usize,
     /// Deadline to read and decide one request; the apiserver's ?timeout= lowers it.
     #[arg(long, env = "PORTCULLIS_REQUEST_TIMEOUT", default_value = "2s", value_parser = parse_duration)]
     pub request_timeout: Duration,
@@ -185,9 +190,10 @@ pub struct ServeArgs {
     /// `deny` refuses it with code 500, `allow` admits it with a warning.
     #[arg(long, env = "PORTCULLIS_ON_ERROR", value_enum, default_value_t = OnError::Deny)]
     pub on_error: OnError,
-    /// Evaluations of large requests (bodies of 16 KiB and more) that run at once, on threads
-    /// apart from those that accept connections and answer probes; a request finding every
-    /// slot busy waits until its deadline, then gets the `--on-error` answer.
+    /// Slots for evaluations of large requests (bodies of 16 KiB and more) on threads apart
+    /// from those that accept connections and answer probes; a request takes one per started
+    /// 16 KiB of its body (at most all), decodes its objects only once it has them, and waits
+    /// for them until its deadline, then gets the `--on-error` answer.
     #[arg(long, env = "PORTCULLIS_MAX_CONCURRENT_EVALUATIONS", default_value_t = crate::server::DEFAULT_MAX_CONCURRENT_EVALUATIONS, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_evaluations: u16,
     /// How long a SubjectAccessReview answer to a CEL `authorizer` check is reused (allowed

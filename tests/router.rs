@@ -406,8 +406,24 @@ async fn busy_evaluation_slots_give_the_on_error_answer_at_the_deadline() {
         serde_json::from_slice(&read_fixture("reviews/pod-create-compliant.json")).unwrap();
     let (_, review) = call(&router, post_json("/validate", compliant.to_string())).await;
     assert_eq!(review["response"]["allowed"], true, "{review}");
-    // A freed slot is used again.
+    // A large request no rule wants does not wait: its envelope says so.
+    let mut unwanted = large(compliant.clone());
+    unwanted = unwanted
+        .replace(r#""resource":"pods""#, r#""resource":"configmaps""#)
+        .replace(r#""kind":"Pod""#, r#""kind":"ConfigMap""#);
+    let (_, review) = call(&router, post_json("/validate?timeout=0s", unwanted)).await;
+    assert_eq!(review["response"]["allowed"], true, "{review}");
+    // A body of 20 KiB takes two slots, one per started 16 KiB: one free slot is not enough.
     drop(held);
+    let one = state.evaluation_slots.clone().try_acquire_owned().unwrap();
+    let (_, review) = call(
+        &router,
+        post_json("/validate?timeout=0s", large(compliant.clone())),
+    )
+    .await;
+    assert_eq!(review["response"]["status"]["code"], 500, "{review}");
+    // Freed slots are used again.
+    drop(one);
     let (_, review) = call(&router, post_json("/validate", large(compliant))).await;
     assert_eq!(review["response"]["allowed"], true, "{review}");
     let metrics = state.metrics.encode();
@@ -416,9 +432,69 @@ async fn busy_evaluation_slots_give_the_on_error_answer_at_the_deadline() {
         "{metrics}"
     );
     assert!(
-        metrics.contains("portcullis_evaluation_wait_seconds_count 2"),
+        metrics.contains("portcullis_evaluation_wait_seconds_count 3"),
         "{metrics}"
     );
+}
+
+#[tokio::test]
+async fn bodies_past_the_buffered_budget_wait_then_get_503_at_the_deadline() {
+    let state = AppState::new(
+        Engine::builtin(),
+        RequestSettings {
+            max_buffered_body_bytes: 10_000,
+            ..RequestSettings::default()
+        },
+    );
+    let router = webhook_router(state.clone());
+    let body = minimal_review().to_string();
+    let declared = |path: &str, body: &str| {
+        let mut request = post_json(path, body.to_owned());
+        request
+            .headers_mut()
+            .insert("content-length", body.len().into());
+        request
+    };
+    // Bodies held by other requests leave 100 bytes.
+    let held = state
+        .body_budget
+        .clone()
+        .try_acquire_many_owned(9_900)
+        .unwrap();
+    let (status, reply) = call(&router, declared("/validate?timeout=0s", &body)).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{reply}");
+    assert_eq!(reply["reason"], "ServiceUnavailable");
+    assert!(
+        reply["message"]
+            .as_str()
+            .unwrap()
+            .contains("--max-buffered-body-bytes"),
+        "{reply}"
+    );
+    // A body that fits in what is left is read at once.
+    let tiny = r#"{"kind":"AdmissionReview"}"#;
+    assert!(tiny.len() < 100);
+    let (status, _) = call(&router, declared("/validate?timeout=0s", tiny)).await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "read and refused as no request"
+    );
+    // Given back, the budget serves a body larger than all of it, alone; one without
+    // Content-Length counts as --max-body-bytes, also more than the budget.
+    drop(held);
+    let large = with(
+        minimal_review(),
+        "/request/object",
+        json!({"kind": "Pod", "metadata": {"annotations": {"padding": "x".repeat(20_000)}},
+               "spec": {"containers": []}}),
+    );
+    let (status, review) = call(&router, declared("/validate", &large)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(review["response"]["uid"], "bad-input", "{review}");
+    let (status, _) = call(&router, post_json("/validate", body)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(state.body_budget.available_permits(), 10_000);
 }
 
 #[tokio::test]

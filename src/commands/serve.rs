@@ -34,6 +34,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 request_timeout: args.request_timeout,
                 on_error: args.on_error,
                 max_concurrent_evaluations: usize::from(args.max_concurrent_evaluations),
+                max_buffered_body_bytes: args.max_buffered_body_bytes,
             },
             connections: ConnectionSettings {
                 max_connections: args.max_connections,

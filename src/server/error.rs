@@ -20,6 +20,11 @@ pub enum ApiError {
         /// The limit.
         limit: usize,
     },
+    /// The bodies already held left no room for this one until the request deadline.
+    #[error(
+        "the request bodies held in memory left no room for this one until the request deadline (--max-buffered-body-bytes)"
+    )]
+    BodiesBuffered,
     /// The body did not arrive before the request deadline.
     #[error("request body did not arrive before the request deadline")]
     RequestTimeout,
@@ -56,6 +61,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            ApiError::BodiesBuffered => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::BodyRead(_) | ApiError::InvalidReview(_) => StatusCode::BAD_REQUEST,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Panicked => StatusCode::INTERNAL_SERVER_ERROR,
@@ -68,6 +74,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::PayloadTooLarge { .. } => "RequestEntityTooLarge",
             ApiError::RequestTimeout => "Timeout",
+            ApiError::BodiesBuffered => "ServiceUnavailable",
             ApiError::BodyRead(_) | ApiError::InvalidReview(_) => "BadRequest",
             ApiError::NotFound(_) => "NotFound",
             ApiError::Panicked => "InternalError",

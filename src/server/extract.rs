@@ -5,6 +5,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::header;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
+use tokio::sync::OwnedSemaphorePermit;
 
 use super::{ApiError, AppState};
 use crate::admission::{AdmissionRequest, ParsedReview, WantedObjects, parse_review_for};
@@ -12,8 +13,9 @@ use crate::admission::{AdmissionRequest, ParsedReview, WantedObjects, parse_revi
 /// A POSTed AdmissionReview body, read but not yet parsed, with the deadline for answering it.
 ///
 /// Rejections are [`ApiError`]s: 415 unless the body is declared `application/json`, 413 over
-/// the body limit (by Content-Length before reading, or while reading), 408 when the body does
-/// not arrive before the deadline.
+/// the body limit (by Content-Length before reading, or while reading), 503 when the bodies
+/// already held leave no room for it (`--max-buffered-body-bytes`) until the deadline, 408
+/// when the body does not arrive before the deadline.
 #[derive(Debug)]
 pub struct RawReviewBody {
     /// The body.
@@ -21,13 +23,15 @@ pub struct RawReviewBody {
     /// When the answer is due: `--request-timeout` from arrival, or sooner when the apiserver
     /// says so with `?timeout=`.
     pub deadline: Instant,
+    /// The body's share of `--max-buffered-body-bytes`, given back when this is dropped.
+    _buffered: OwnedSemaphorePermit,
 }
 
 impl RawReviewBody {
     /// Parses the body, decoding the objects `wants` asks for from the request's envelope
     /// ([`parse_review_for`]); 400 when it is not an AdmissionReview request.
     pub fn parse(
-        self,
+        &self,
         wants: &dyn Fn(&AdmissionRequest) -> WantedObjects,
     ) -> Result<AdmissionReviewBody, ApiError> {
         let review = parse_review_for(&self.bytes, wants)?;
@@ -93,6 +97,23 @@ impl FromRequest<Arc<AppState>> for RawReviewBody {
             timeout = timeout.min(asked);
         }
         let deadline = arrived + timeout;
+        // Room for the body among those held, taken before it is read: a request that finds
+        // none leaves its body in the connection, where TCP holds back the sender.
+        let budget = &state.body_budget;
+        let share = declared_length
+            .map_or(limit, |length| usize::try_from(length).unwrap_or(limit))
+            .min(state.settings.max_buffered_body_bytes);
+        let share = u32::try_from(share).unwrap_or(u32::MAX);
+        let buffered = match budget.clone().try_acquire_many_owned(share) {
+            Ok(permit) => permit,
+            Err(_) => {
+                let waited = budget.clone().acquire_many_owned(share);
+                match tokio::time::timeout_at(deadline.into(), waited).await {
+                    Ok(Ok(permit)) => permit,
+                    _ => return Err(ApiError::BodiesBuffered),
+                }
+            }
+        };
         let body = Limited::new(request.into_body(), limit);
         let bytes = match tokio::time::timeout_at(deadline.into(), body.collect()).await {
             Err(_) => return Err(ApiError::RequestTimeout),
@@ -102,7 +123,11 @@ impl FromRequest<Arc<AppState>> for RawReviewBody {
             Ok(Err(error)) => return Err(ApiError::BodyRead(error.to_string())),
             Ok(Ok(collected)) => collected.to_bytes(),
         };
-        Ok(RawReviewBody { bytes, deadline })
+        Ok(RawReviewBody {
+            bytes,
+            deadline,
+            _buffered: buffered,
+        })
     }
 }
 

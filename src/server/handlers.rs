@@ -1,3 +1,4 @@
+use std::cell::Cell;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
@@ -5,6 +6,7 @@ use std::time::Instant;
 use axum::extract::State;
 use axum::http::{Uri, header};
 use axum::response::{IntoResponse, Response};
+use tokio::sync::OwnedSemaphorePermit;
 
 use super::{AdmissionReviewBody, ApiError, AppState, OnError, RawReviewBody};
 use crate::admission::{AdmissionRequest, AdmissionResponse, WantedObjects, encode_review};
@@ -130,22 +132,38 @@ impl Decided {
     }
 }
 
-/// Decides `body` on the blocking pool, off the async workers that accept connections and
-/// answer probes, once an evaluation slot (`--max-concurrent-evaluations`) is free. A request
-/// that gets no slot before its deadline gets the `--on-error` answer instead of queueing past
-/// the apiserver's timeout.
-async fn decide_off_workers(
-    state: &Arc<AppState>,
-    engine: Arc<Engine>,
-    body: AdmissionReviewBody,
-    endpoint: Endpoint,
-) -> Result<(Decided, AdmissionReviewBody), Response> {
-    let on_error = state.settings.on_error;
+/// Evaluation slots an offloaded request with a body of `size` bytes takes: one per started
+/// [`OFFLOAD_MIN_BYTES`], at least one, at most all `total`. Decoded and evaluated, a request
+/// takes several times its body's size, so the slots bound the memory of the evaluations
+/// running at once as well as their number.
+fn slots_for(size: usize, total: usize) -> u32 {
+    let slots = size.div_ceil(OFFLOAD_MIN_BYTES).clamp(1, total.max(1));
+    u32::try_from(slots).unwrap_or(u32::MAX)
+}
+
+/// Takes `slots` evaluation slots if they are free now, recording a wait of zero.
+fn try_take_slots(state: &AppState, slots: u32) -> Option<OwnedSemaphorePermit> {
+    let permit = state
+        .evaluation_slots
+        .clone()
+        .try_acquire_many_owned(slots)
+        .ok()?;
+    state.metrics.evaluation_wait.observe(0.0);
+    Some(permit)
+}
+
+/// Waits for `slots` evaluation slots until `deadline`; `None` when they did not free up in
+/// time.
+async fn wait_for_slots(
+    state: &AppState,
+    slots: u32,
+    deadline: Instant,
+) -> Option<OwnedSemaphorePermit> {
     let waited = Instant::now();
     state.metrics.evaluations_waiting.inc();
     let permit = tokio::time::timeout_at(
-        body.deadline.into(),
-        state.evaluation_slots.clone().acquire_owned(),
+        deadline.into(),
+        state.evaluation_slots.clone().acquire_many_owned(slots),
     )
     .await;
     state.metrics.evaluations_waiting.dec();
@@ -153,18 +171,51 @@ async fn decide_off_workers(
         .metrics
         .evaluation_wait
         .observe(waited.elapsed().as_secs_f64());
-    let Ok(Ok(permit)) = permit else {
-        let uid = &body.review.request.uid;
-        tracing::warn!(uid = %uid, "no evaluation slot before the deadline");
-        let response = evaluation_failure(on_error, uid, NO_EVALUATION_SLOT);
-        return Ok((Decided::failed(response), body));
+    permit.ok()?.ok()
+}
+
+/// The answer to a request that got no evaluation slot before its deadline.
+fn no_evaluation_slot(state: &AppState, uid: &str) -> Decided {
+    tracing::warn!(uid = %uid, "no evaluation slot before the deadline");
+    Decided::failed(evaluation_failure(
+        state.settings.on_error,
+        uid,
+        NO_EVALUATION_SLOT,
+    ))
+}
+
+/// Decides `body` on the blocking pool, off the async workers that accept connections and
+/// answer probes, holding `permit` or else, once they are free, the evaluation slots its size
+/// takes ([`slots_for`], `--max-concurrent-evaluations`). A request that gets no slots before
+/// its deadline gets the `--on-error` answer instead of queueing past the apiserver's timeout.
+async fn decide_off_workers(
+    state: &Arc<AppState>,
+    engine: Arc<Engine>,
+    body: AdmissionReviewBody,
+    permit: Option<OwnedSemaphorePermit>,
+    endpoint: Endpoint,
+) -> Result<(Decided, AdmissionReviewBody), Response> {
+    let permit = match permit {
+        Some(permit) => permit,
+        None => {
+            let slots = slots_for(body.size, state.settings.max_concurrent_evaluations);
+            match wait_for_slots(state, slots, body.deadline).await {
+                Some(permit) => permit,
+                None => {
+                    let decided = no_evaluation_slot(state, &body.review.request.uid);
+                    return Ok((decided, body));
+                }
+            }
+        }
     };
+    let on_error = state.settings.on_error;
     let worker_state = state.clone();
     let uid = body.review.request.uid.clone();
     let version = body.review.version;
     let evaluated = tokio::task::spawn_blocking(move || {
         let _permit = permit;
         lower_thread_priority();
+        let mut body = body;
         let decided = decide(
             &worker_state,
             &engine,
@@ -172,6 +223,10 @@ async fn decide_off_workers(
             body.deadline,
             endpoint,
         );
+        // The objects go here, with the slots that bound them, not when the answer is
+        // written on an async worker, which may be busy reading further bodies meanwhile.
+        body.review.request.object = None;
+        body.review.request.old_object = None;
         (decided, body)
     })
     .await;
@@ -271,81 +326,122 @@ async fn read_unheld_inputs(
 const NO_EVALUATION_SLOT: &str =
     "every evaluation slot was busy until the deadline (--max-concurrent-evaluations)";
 
-async fn admit(state: Arc<AppState>, raw: RawReviewBody, endpoint: Endpoint) -> Response {
-    let started = Instant::now();
-    let engine = state.engine.load_full();
+/// A body parsed by [`parse_in_slots`].
+enum InSlots {
+    /// Parsed as `wants` asks, with the evaluation slots taken for it, if any.
+    Parsed(AdmissionReviewBody, Option<OwnedSemaphorePermit>),
+    /// Its envelope only: its slots did not free up before its deadline.
+    NoSlots(AdmissionReviewBody),
+}
+
+/// Parses `raw` as `wants` asks; a large body only once it holds its evaluation slots:
+/// decoded, its objects take several times its size, and a burst of large requests decoded
+/// while they wait for slots would hold all of that at once. With too few slots free, the
+/// envelope alone tells whether a rule wants the request at all; one no rule wants does not
+/// wait.
+async fn parse_in_slots(
+    state: &AppState,
+    raw: &RawReviewBody,
+    wants: &(dyn Fn(&AdmissionRequest) -> WantedObjects + Sync),
+) -> Result<InSlots, ApiError> {
+    let size = raw.bytes.len();
+    if size < OFFLOAD_MIN_BYTES {
+        return Ok(InSlots::Parsed(raw.parse(wants)?, None));
+    }
+    let slots = slots_for(size, state.settings.max_concurrent_evaluations);
+    if let Some(permit) = try_take_slots(state, slots) {
+        return Ok(InSlots::Parsed(raw.parse(wants)?, Some(permit)));
+    }
+    let wanted = Cell::new(WantedObjects::Neither);
+    let envelope = raw.parse(&|request| {
+        wanted.set(wants(request));
+        WantedObjects::Neither
+    })?;
+    if wanted.get() == WantedObjects::Neither {
+        return Ok(InSlots::Parsed(envelope, None));
+    }
+    match wait_for_slots(state, slots, raw.deadline).await {
+        Some(permit) => Ok(InSlots::Parsed(raw.parse(wants)?, Some(permit))),
+        None => Ok(InSlots::NoSlots(envelope)),
+    }
+}
+
+/// Parses `raw` and decides it with the engine loaded now; `Err` is an answer without a
+/// decision (a body that is not an AdmissionReview request, or a cancelled evaluation).
+async fn decide_review(
+    state: &Arc<AppState>,
+    raw: RawReviewBody,
+    endpoint: Endpoint,
+) -> Result<(Decided, AdmissionReviewBody), Response> {
+    let Some(engine) = state.engine.load_full() else {
+        let body = raw
+            .parse(&|_| WantedObjects::Both)
+            .map_err(IntoResponse::into_response)?;
+        let response = evaluation_failure(
+            state.settings.on_error,
+            &body.review.request.uid,
+            POLICIES_NOT_LOADED,
+        );
+        return Ok((Decided::failed(response), body));
+    };
     let namespaces = state.namespaces.as_ref();
-    // A namespace the watch has not delivered yet is read before deciding a request in it,
-    // as the apiserver's lister falls back to a read; until then nothing can be told from its
-    // labels, so the objects are decoded.
-    let reads_namespace_first = |request: &AdmissionRequest| {
-        namespace_to_read(engine.as_deref(), namespaces, request).is_some()
-    };
     // The objects are decoded only for a request some rule may act on; the same engine
-    // decides it.
-    let parsed = match &engine {
-        Some(engine) => raw.parse(&|request| {
-            if reads_namespace_first(request) {
-                WantedObjects::Both
-            } else {
-                engine.wanted_objects(request, endpoint, namespaces)
-            }
-        }),
-        None => raw.parse(&|_| WantedObjects::Both),
+    // decides it. A namespace the watch has not delivered yet is read before deciding a
+    // request in it, as the apiserver's lister falls back to a read; until then nothing can
+    // be told from its labels, so the objects are decoded.
+    let wants = |request: &AdmissionRequest| {
+        if namespace_to_read(Some(&engine), namespaces, request).is_some() {
+            WantedObjects::Both
+        } else {
+            engine.wanted_objects(request, endpoint, namespaces)
+        }
     };
-    let body = match parsed {
-        Ok(body) => body,
-        Err(error) => return error.into_response(),
-    };
-    if let Some(engine) = engine.as_deref()
-        && !body.review.objects_skipped
+    let (body, permit) = match parse_in_slots(state, &raw, &wants)
+        .await
+        .map_err(IntoResponse::into_response)?
     {
-        read_unheld_inputs(
-            &state,
-            engine,
-            endpoint,
+        InSlots::Parsed(body, permit) => (body, permit),
+        InSlots::NoSlots(envelope) => {
+            let decided = no_evaluation_slot(state, &envelope.review.request.uid);
+            return Ok((decided, envelope));
+        }
+    };
+    if body.review.objects_skipped {
+        return Ok((Decided::unwanted(&body.review.request.uid), body));
+    }
+    read_unheld_inputs(
+        state,
+        &engine,
+        endpoint,
+        &body.review.request,
+        body.deadline,
+    )
+    .await;
+    // Handing a request to the blocking pool costs more than deciding a small one (the
+    // thread hand-offs doubled the CPU per review of an empty policy set, measured in
+    // `make bench-load`); the time CEL can spend grows with the lists in the object, so
+    // large objects go to the pool, as do requests an admission policy with nested
+    // comprehensions or `authorizer` checks (which wait for SubjectAccessReviews) runs on;
+    // small ones are decided here, bounded by the CEL limits (`--cel-max-iterations`,
+    // `--cel-timeout`).
+    if body.size < OFFLOAD_MIN_BYTES && !engine.may_run_long(&body.review.request, endpoint) {
+        let decided = decide(
+            state,
+            &engine,
             &body.review.request,
             body.deadline,
-        )
-        .await;
+            endpoint,
+        );
+        return Ok((decided, body));
     }
-    let (decided, body) = match engine {
-        Some(_) if body.review.objects_skipped => {
-            let decided = Decided::unwanted(&body.review.request.uid);
-            (decided, body)
-        }
-        // Handing a request to the blocking pool costs more than deciding a small one (the
-        // thread hand-offs doubled the CPU per review of an empty policy set, measured in
-        // `make bench-load`); the time CEL can spend grows with the lists in the object, so
-        // large objects go to the pool, as do requests an admission policy with nested
-        // comprehensions or `authorizer` checks (which wait for SubjectAccessReviews) runs
-        // on; small ones are decided here, bounded by the CEL limits
-        // (`--cel-max-iterations`, `--cel-timeout`).
-        Some(engine)
-            if body.size < OFFLOAD_MIN_BYTES
-                && !engine.may_run_long(&body.review.request, endpoint) =>
-        {
-            let decided = decide(
-                &state,
-                &engine,
-                &body.review.request,
-                body.deadline,
-                endpoint,
-            );
-            (decided, body)
-        }
-        Some(engine) => match decide_off_workers(&state, engine, body, endpoint).await {
-            Ok(done) => done,
-            Err(response) => return response,
-        },
-        None => {
-            let response = evaluation_failure(
-                state.settings.on_error,
-                &body.review.request.uid,
-                POLICIES_NOT_LOADED,
-            );
-            (Decided::failed(response), body)
-        }
+    decide_off_workers(state, engine, body, permit, endpoint).await
+}
+
+async fn admit(state: Arc<AppState>, raw: RawReviewBody, endpoint: Endpoint) -> Response {
+    let started = Instant::now();
+    let (decided, body) = match decide_review(&state, raw, endpoint).await {
+        Ok(done) => done,
+        Err(response) => return response,
     };
     let request = &body.review.request;
     let Decided {
@@ -408,6 +504,16 @@ fn endpoint_label(endpoint: Endpoint) -> EndpointLabel {
 mod tests {
     use super::*;
     use crate::server::RequestSettings;
+
+    #[test]
+    fn an_offloaded_request_takes_one_slot_per_started_16_kib() {
+        assert_eq!(slots_for(0, 64), 1);
+        assert_eq!(slots_for(16 * 1024, 64), 1);
+        assert_eq!(slots_for(16 * 1024 + 1, 64), 2);
+        assert_eq!(slots_for(102_534, 64), 7);
+        assert_eq!(slots_for(3 << 20, 64), 64, "never more than all");
+        assert_eq!(slots_for(3 << 20, 0), 1);
+    }
 
     /// Sends `body` to `/validate` and returns the response's `allowed`.
     async fn allowed(router: &axum::Router, body: &[u8]) -> bool {

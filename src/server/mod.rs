@@ -43,8 +43,15 @@ pub enum OnError {
 
 /// Default of `--max-concurrent-evaluations`. Evaluations are CPU work: more of them than
 /// cores only time-share, but a few slow ones must not hold up the many quick ones, so the
-/// slots outnumber the cores and the kernel shares the CPU among them.
+/// slots outnumber the cores and the kernel shares the CPU among them. A request takes one
+/// slot per started 16 KiB of its body: the 64 slots also bound the bodies decoded at once
+/// to 1 MiB.
 pub const DEFAULT_MAX_CONCURRENT_EVALUATIONS: u16 = 64;
+
+/// Default of `--max-buffered-body-bytes`: with the evaluation slots, it keeps a burst of
+/// 256 requests of 100 KB each under 100 MiB of RSS (docs/serving.md), below the chart's
+/// memory limit of 128 MiB.
+pub const DEFAULT_MAX_BUFFERED_BODY_BYTES: usize = 16 * 1024 * 1024;
 
 /// Per-request limits and failure behaviour.
 #[derive(Debug, Clone)]
@@ -55,9 +62,12 @@ pub struct RequestSettings {
     pub request_timeout: Duration,
     /// The answer when evaluation fails.
     pub on_error: OnError,
-    /// Evaluations that may run at once on the blocking pool; more wait for a slot until
-    /// their deadline.
+    /// Evaluation slots on the blocking pool; a request takes one per started 16 KiB of its
+    /// body, and waits for them until its deadline.
     pub max_concurrent_evaluations: usize,
+    /// Bytes of request bodies read and not yet answered, in total; a request whose body
+    /// would pass it waits, before its body is read, until its deadline.
+    pub max_buffered_body_bytes: usize,
 }
 
 impl Default for RequestSettings {
@@ -67,6 +77,7 @@ impl Default for RequestSettings {
             request_timeout: Duration::from_secs(2),
             on_error: OnError::Deny,
             max_concurrent_evaluations: usize::from(DEFAULT_MAX_CONCURRENT_EVALUATIONS),
+            max_buffered_body_bytes: DEFAULT_MAX_BUFFERED_BODY_BYTES,
         }
     }
 }
@@ -90,6 +101,9 @@ pub struct AppState {
     pub params: Option<Arc<dyn ParamLookup>>,
     /// Slots for evaluations running at once (`--max-concurrent-evaluations`).
     pub evaluation_slots: Arc<tokio::sync::Semaphore>,
+    /// Bytes of request bodies that may be held at once (`--max-buffered-body-bytes`), one
+    /// permit per byte.
+    pub body_budget: Arc<tokio::sync::Semaphore>,
     /// Who answers CEL `authorizer` checks (SubjectAccessReviews, with a cluster).
     pub authorizer: Option<Arc<dyn AccessReviewer>>,
     /// Gatekeeper's `data.inventory`, kept from the cluster for the kinds a Gatekeeper Config
@@ -114,6 +128,11 @@ impl AppState {
             readiness: Arc::new(Readiness::default()),
             evaluation_slots: Arc::new(tokio::sync::Semaphore::new(
                 settings.max_concurrent_evaluations.max(1),
+            )),
+            body_budget: Arc::new(tokio::sync::Semaphore::new(
+                settings
+                    .max_buffered_body_bytes
+                    .clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
             )),
             settings: Arc::new(settings),
             namespaces: Arc::new(NoNamespaces),
