@@ -3,7 +3,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
-use axum::http::header;
+use axum::http::{Version, header};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -23,8 +23,9 @@ pub struct RawReviewBody {
     /// When the answer is due: `--request-timeout` from arrival, or sooner when the apiserver
     /// says so with `?timeout=`.
     pub deadline: Instant,
-    /// The body's share of `--max-buffered-body-bytes`, given back when this is dropped.
-    _buffered: OwnedSemaphorePermit,
+    /// The body's share of `--max-buffered-body-bytes` (HTTP/1.x), given back when this is
+    /// dropped.
+    _buffered: Option<OwnedSemaphorePermit>,
 }
 
 impl RawReviewBody {
@@ -68,6 +69,24 @@ fn apiserver_timeout(query: Option<&str>) -> Option<Duration> {
         .and_then(|value| humantime::parse_duration(value).ok())
 }
 
+/// Takes `share` bytes of `--max-buffered-body-bytes`, waiting for them until `deadline`.
+async fn take_buffered_share(
+    state: &AppState,
+    share: usize,
+    deadline: Instant,
+) -> Result<OwnedSemaphorePermit, ApiError> {
+    let share = u32::try_from(share).unwrap_or(u32::MAX);
+    let budget = &state.body_budget;
+    if let Ok(permit) = budget.clone().try_acquire_many_owned(share) {
+        return Ok(permit);
+    }
+    let waited = budget.clone().acquire_many_owned(share);
+    match tokio::time::timeout_at(deadline.into(), waited).await {
+        Ok(Ok(permit)) => Ok(permit),
+        _ => Err(ApiError::BodiesBuffered),
+    }
+}
+
 impl FromRequest<Arc<AppState>> for RawReviewBody {
     type Rejection = ApiError;
 
@@ -97,22 +116,17 @@ impl FromRequest<Arc<AppState>> for RawReviewBody {
             timeout = timeout.min(asked);
         }
         let deadline = arrived + timeout;
-        // Room for the body among those held, taken before it is read: a request that finds
-        // none leaves its body in the connection, where TCP holds back the sender.
-        let budget = &state.body_budget;
-        let share = declared_length
-            .map_or(limit, |length| usize::try_from(length).unwrap_or(limit))
-            .min(state.settings.max_buffered_body_bytes);
-        let share = u32::try_from(share).unwrap_or(u32::MAX);
-        let buffered = match budget.clone().try_acquire_many_owned(share) {
-            Ok(permit) => permit,
-            Err(_) => {
-                let waited = budget.clone().acquire_many_owned(share);
-                match tokio::time::timeout_at(deadline.into(), waited).await {
-                    Ok(Ok(permit)) => permit,
-                    _ => return Err(ApiError::BodiesBuffered),
-                }
-            }
+        // Over HTTP/1.x, room for the body among those held is taken before it is read: a
+        // request that finds none leaves its body in the connection, where TCP holds back the
+        // sender. Not over HTTP/2: a stream left unread keeps its data in the connection's
+        // flow-control window, which would hold back the streams that have room.
+        let buffered = if request.version() == Version::HTTP_2 {
+            None
+        } else {
+            let share = declared_length
+                .map_or(limit, |length| usize::try_from(length).unwrap_or(limit))
+                .min(state.settings.max_buffered_body_bytes);
+            Some(take_buffered_share(state, share, deadline).await?)
         };
         let body = Limited::new(request.into_body(), limit);
         let bytes = match tokio::time::timeout_at(deadline.into(), body.collect()).await {

@@ -65,8 +65,8 @@ pub struct RequestSettings {
     /// Evaluation slots on the blocking pool; a request takes one per started 16 KiB of its
     /// body, and waits for them until its deadline.
     pub max_concurrent_evaluations: usize,
-    /// Bytes of request bodies read and not yet answered, in total; a request whose body
-    /// would pass it waits, before its body is read, until its deadline.
+    /// Bytes of HTTP/1.x request bodies read and not yet answered, in total; a request whose
+    /// body would pass it waits, before its body is read, until its deadline.
     pub max_buffered_body_bytes: usize,
 }
 
