@@ -1300,14 +1300,19 @@ fn binding_namespace_selectors_agree_on(bin: &Path) {
         (warnings("in-tree"), warnings("portcullis"))
     };
     let create = |namespace| vec!["create", "configmap", "probe", "-n", namespace];
+    // The apiserver learns each binding on its own, so both must warn before comparing.
     eventually(
-        "the in-tree policy and Portcullis to warn",
+        "both bindings to warn, in-tree and from Portcullis",
         Duration::from_secs(60),
-        || match answer(&create("bns-prod")) {
-            (in_tree, from_portcullis) if !in_tree[0].is_empty() && in_tree == from_portcullis => {
-                Ok(())
+        || {
+            for (namespace, binding) in [("bns-prod", 0), ("bns-test", 1)] {
+                match answer(&create(namespace)) {
+                    (in_tree, from_portcullis)
+                        if !in_tree[binding].is_empty() && in_tree == from_portcullis => {}
+                    other => return Err(format!("{namespace}: {other:?}")),
+                }
             }
-            other => Err(format!("{other:?}")),
+            Ok(())
         },
     );
     let mut created_in_tree = std::collections::BTreeMap::new();
