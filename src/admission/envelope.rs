@@ -7,6 +7,7 @@
 //! field before `object`. A body in another order is still read right: when a field that
 //! arrives after a skipped object changes the answer, the body is read again, whole.
 
+use std::cell::Cell;
 use std::fmt;
 
 use serde::Deserializer;
@@ -37,6 +38,9 @@ pub(super) struct ReadRequest {
 /// the first of `object` and `oldObject` which of them to decode.
 pub(super) struct RequestSeed<'w> {
     pub wants: &'w dyn Fn(&AdmissionRequest) -> WantedObjects,
+    /// When set, reading stops with an error at the first object if `wants` asks for any,
+    /// and this is set to say why.
+    pub stop_if_wanted: Option<&'w Cell<bool>>,
 }
 
 /// Each field of the request, as a bit of [`RequestVisitor`]'s record of what it has read.
@@ -108,6 +112,7 @@ impl<'de> Visitor<'de> for OptionalRequest<'_> {
         deserializer
             .deserialize_map(RequestVisitor {
                 wants: self.0.wants,
+                stop_if_wanted: self.0.stop_if_wanted,
             })
             .map(Some)
     }
@@ -115,6 +120,7 @@ impl<'de> Visitor<'de> for OptionalRequest<'_> {
 
 struct RequestVisitor<'w> {
     wants: &'w dyn Fn(&AdmissionRequest) -> WantedObjects,
+    stop_if_wanted: Option<&'w Cell<bool>>,
 }
 
 impl<'de> Visitor<'de> for RequestVisitor<'_> {
@@ -172,6 +178,12 @@ impl<'de> Visitor<'de> for RequestVisitor<'_> {
                 USER_INFO => request.user_info = map.next_value()?,
                 OBJECT | OLD_OBJECT => {
                     let wanted = *wanted.get_or_insert_with(|| (self.wants)(&request));
+                    if let Some(stopped) = self.stop_if_wanted
+                        && wanted != WantedObjects::Neither
+                    {
+                        stopped.set(true);
+                        return Err(de::Error::custom("an object is wanted"));
+                    }
                     let (slot, skip, was_skipped) = if bit == OBJECT {
                         (
                             &mut request.object,
@@ -459,6 +471,8 @@ pub(super) struct ReadReview {
 /// Reads the AdmissionReview map, its `request` with [`RequestSeed`].
 pub(super) struct ReviewSeed<'w> {
     pub wants: &'w dyn Fn(&AdmissionRequest) -> WantedObjects,
+    /// [`RequestSeed::stop_if_wanted`].
+    pub stop_if_wanted: Option<&'w Cell<bool>>,
 }
 
 impl<'de> DeserializeSeed<'de> for ReviewSeed<'_> {
@@ -494,7 +508,10 @@ impl<'de> Visitor<'de> for ReviewSeed<'_> {
                     return Err(de::Error::duplicate_field("request"));
                 }
                 ReviewField::Request => {
-                    request = Some(map.next_value_seed(RequestSeed { wants: self.wants })?);
+                    request = Some(map.next_value_seed(RequestSeed {
+                        wants: self.wants,
+                        stop_if_wanted: self.stop_if_wanted,
+                    })?);
                 }
                 ReviewField::Other => {
                     map.next_value::<de::IgnoredAny>()?;

@@ -13,5 +13,6 @@ mod response;
 pub use request::{
     AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation, ParsedReview, ReviewError,
     ReviewVersion, UserInfo, WantedObjects, parse_review, parse_review_for,
+    parse_review_unless_wanted,
 };
 pub use response::{AdmissionResponse, ResponseStatus, encode_review};

@@ -1,3 +1,4 @@
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -105,6 +106,31 @@ pub fn parse_review_for(
     body: &[u8],
     wants: &dyn Fn(&AdmissionRequest) -> WantedObjects,
 ) -> Result<ParsedReview, ReviewError> {
+    match read_review(body, wants, None)? {
+        Some(review) => Ok(review),
+        None => parse_review(body),
+    }
+}
+
+/// Parses an AdmissionReview body as [`parse_review_for`] does when `wants` asks for neither
+/// object; `None`, with the body read only as far as the request's first object, when it
+/// asks for one. A server with no room to decode a large object yet learns this way, for
+/// the cost of reading the envelope, whether the request needs that room.
+pub fn parse_review_unless_wanted(
+    body: &[u8],
+    wants: &dyn Fn(&AdmissionRequest) -> WantedObjects,
+) -> Result<Option<ParsedReview>, ReviewError> {
+    read_review(body, wants, Some(&Cell::new(false)))
+}
+
+/// [`parse_review_for`], but `None` where it would read the body again, whole; with
+/// `stop_if_wanted`, also where `wants` asks for an object at the first of them (reading
+/// stops there).
+fn read_review(
+    body: &[u8],
+    wants: &dyn Fn(&AdmissionRequest) -> WantedObjects,
+    stop_if_wanted: Option<&Cell<bool>>,
+) -> Result<Option<ParsedReview>, ReviewError> {
     // An envelope is only ever an object; say so before serde names what it expected.
     match body.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'{') => {}
@@ -113,22 +139,27 @@ pub fn parse_review_for(
         }
         _ => {}
     }
-    let seed = ReviewSeed { wants };
+    let seed = ReviewSeed {
+        wants,
+        stop_if_wanted,
+    };
     // Checking the UTF-8 of the whole body at once lets serde_json skip checking each string
     // it reads; a body that is not UTF-8 goes the byte path, which names where it breaks.
     let read = match std::str::from_utf8(body) {
         Ok(text) => {
             let mut deserializer = serde_json::Deserializer::from_str(text);
-            let read = seed.deserialize(&mut deserializer)?;
-            deserializer.end()?;
-            read
+            seed.deserialize(&mut deserializer)
+                .and_then(|read| deserializer.end().map(|()| read))
         }
         Err(_) => {
             let mut deserializer = serde_json::Deserializer::from_slice(body);
-            let read = seed.deserialize(&mut deserializer)?;
-            deserializer.end()?;
-            read
+            seed.deserialize(&mut deserializer)
+                .and_then(|read| deserializer.end().map(|()| read))
         }
+    };
+    let read = match read {
+        Err(_) if stop_if_wanted.is_some_and(Cell::get) => return Ok(None),
+        read => read?,
     };
     if read.kind != "AdmissionReview" {
         return Err(ReviewError::WrongKind(read.kind));
@@ -163,15 +194,15 @@ pub fn parse_review_for(
                     if !request.kind.is_type_of(api_version, kind))
             }))
     {
-        return parse_review(body);
+        return Ok(None);
     }
     let objects_skipped = wanted == WantedObjects::Neither && (skipped.0 || skipped.1);
-    Ok(ParsedReview {
+    Ok(Some(ParsedReview {
         version,
         request,
         objects_skipped,
         old_object_skipped: !objects_skipped && skipped.1,
-    })
+    }))
 }
 
 /// The `request` of an AdmissionReview (identical in v1 and v1beta1).
@@ -515,6 +546,52 @@ mod tests {
             !parse_review_for(no_object.as_bytes(), &nothing)
                 .unwrap()
                 .objects_skipped
+        );
+    }
+
+    #[test]
+    fn a_wanted_object_ends_the_unless_wanted_read_where_it_starts() {
+        let nothing = |_: &AdmissionRequest| WantedObjects::Neither;
+        let object = |_: &AdmissionRequest| WantedObjects::Object;
+        // Broken after the object: only a read that goes past the object sees it.
+        let broken_after = review(&MINIMAL.replace(r#"{"kind":"Pod"}"#, r#"{"kind":"Pod"},]"#));
+        assert!(parse_review_for(broken_after.as_bytes(), &object).is_err());
+        assert!(matches!(
+            parse_review_unless_wanted(broken_after.as_bytes(), &object),
+            Ok(None)
+        ));
+        assert!(parse_review_unless_wanted(broken_after.as_bytes(), &nothing).is_err());
+        // Broken before it: an error either way.
+        let broken_before = review(&MINIMAL.replace(r#""operation":"CREATE""#, r#""operation":7"#));
+        assert!(parse_review_unless_wanted(broken_before.as_bytes(), &object).is_err());
+        // Nothing wanted: the review, as `parse_review_for` reads it.
+        let unwanted = parse_review_unless_wanted(review(MINIMAL).as_bytes(), &nothing)
+            .unwrap()
+            .expect("nothing is wanted");
+        assert!(unwanted.objects_skipped);
+        assert_eq!(unwanted.request.uid, "u1");
+        // A field after a skipped object that asks for it: not read whole here.
+        let namespace_after = review(&MINIMAL.replace(
+            r#""object":{"kind":"Pod"}"#,
+            r#""object":{"kind":"Pod"},"namespace":"wanted""#,
+        ));
+        let wants_namespace = |request: &AdmissionRequest| {
+            if request.namespace.as_deref() == Some("wanted") {
+                WantedObjects::Both
+            } else {
+                WantedObjects::Neither
+            }
+        };
+        assert!(matches!(
+            parse_review_unless_wanted(namespace_after.as_bytes(), &wants_namespace),
+            Ok(None)
+        ));
+        assert!(
+            parse_review_for(namespace_after.as_bytes(), &wants_namespace)
+                .unwrap()
+                .request
+                .object
+                .is_some()
         );
     }
 

@@ -7,8 +7,10 @@ use axum::http::{Version, header};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::{ApiError, AppState};
-use crate::admission::{AdmissionRequest, ParsedReview, WantedObjects, parse_review_for};
+use super::{ApiError, AppState, permits_by};
+use crate::admission::{
+    AdmissionRequest, ParsedReview, WantedObjects, parse_review_for, parse_review_unless_wanted,
+};
 
 /// A POSTed AdmissionReview body, read but not yet parsed, with the deadline for answering it.
 ///
@@ -36,11 +38,26 @@ impl RawReviewBody {
         wants: &dyn Fn(&AdmissionRequest) -> WantedObjects,
     ) -> Result<AdmissionReviewBody, ApiError> {
         let review = parse_review_for(&self.bytes, wants)?;
-        Ok(AdmissionReviewBody {
+        Ok(self.parsed(review))
+    }
+
+    /// Parses the body as [`RawReviewBody::parse`] does when `wants` asks for neither
+    /// object; `None`, having read only the envelope, when it asks for one
+    /// ([`parse_review_unless_wanted`]).
+    pub fn parse_unless_wanted(
+        &self,
+        wants: &dyn Fn(&AdmissionRequest) -> WantedObjects,
+    ) -> Result<Option<AdmissionReviewBody>, ApiError> {
+        let review = parse_review_unless_wanted(&self.bytes, wants)?;
+        Ok(review.map(|review| self.parsed(review)))
+    }
+
+    fn parsed(&self, review: ParsedReview) -> AdmissionReviewBody {
+        AdmissionReviewBody {
             review,
             deadline: self.deadline,
             size: self.bytes.len(),
-        })
+        }
     }
 }
 
@@ -76,15 +93,9 @@ async fn take_buffered_share(
     deadline: Instant,
 ) -> Result<OwnedSemaphorePermit, ApiError> {
     let share = u32::try_from(share).unwrap_or(u32::MAX);
-    let budget = &state.body_budget;
-    if let Ok(permit) = budget.clone().try_acquire_many_owned(share) {
-        return Ok(permit);
-    }
-    let waited = budget.clone().acquire_many_owned(share);
-    match tokio::time::timeout_at(deadline.into(), waited).await {
-        Ok(Ok(permit)) => Ok(permit),
-        _ => Err(ApiError::BodiesBuffered),
-    }
+    permits_by(&state.body_budget, share, deadline)
+        .await
+        .ok_or(ApiError::BodiesBuffered)
 }
 
 impl FromRequest<Arc<AppState>> for RawReviewBody {

@@ -1,4 +1,3 @@
-use std::cell::Cell;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
@@ -8,7 +7,7 @@ use axum::http::{Uri, header};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::{AdmissionReviewBody, ApiError, AppState, OnError, RawReviewBody};
+use super::{AdmissionReviewBody, ApiError, AppState, OnError, RawReviewBody, permits_by};
 use crate::admission::{AdmissionRequest, AdmissionResponse, WantedObjects, encode_review};
 use crate::engine::{Decision, Endpoint, Engine, EvalContext, EvalError, NamespaceLookup};
 use crate::metrics::EndpointLabel;
@@ -161,17 +160,13 @@ async fn wait_for_slots(
 ) -> Option<OwnedSemaphorePermit> {
     let waited = Instant::now();
     state.metrics.evaluations_waiting.inc();
-    let permit = tokio::time::timeout_at(
-        deadline.into(),
-        state.evaluation_slots.clone().acquire_many_owned(slots),
-    )
-    .await;
+    let permit = permits_by(&state.evaluation_slots, slots, deadline).await;
     state.metrics.evaluations_waiting.dec();
     state
         .metrics
         .evaluation_wait
         .observe(waited.elapsed().as_secs_f64());
-    permit.ok()?.ok()
+    permit
 }
 
 /// The answer to a request that got no evaluation slot before its deadline.
@@ -338,7 +333,7 @@ enum InSlots {
 /// decoded, its objects take several times its size, and a burst of large requests decoded
 /// while they wait for slots would hold all of that at once. With too few slots free, the
 /// envelope alone tells whether a rule wants the request at all; one no rule wants does not
-/// wait.
+/// wait, and one that is wanted is read only as far as its first object before it waits.
 async fn parse_in_slots(
     state: &AppState,
     raw: &RawReviewBody,
@@ -352,17 +347,12 @@ async fn parse_in_slots(
     if let Some(permit) = try_take_slots(state, slots) {
         return Ok(InSlots::Parsed(raw.parse(wants)?, Some(permit)));
     }
-    let wanted = Cell::new(WantedObjects::Neither);
-    let envelope = raw.parse(&|request| {
-        wanted.set(wants(request));
-        WantedObjects::Neither
-    })?;
-    if wanted.get() == WantedObjects::Neither {
-        return Ok(InSlots::Parsed(envelope, None));
+    if let Some(unwanted) = raw.parse_unless_wanted(wants)? {
+        return Ok(InSlots::Parsed(unwanted, None));
     }
     match wait_for_slots(state, slots, raw.deadline).await {
         Some(permit) => Ok(InSlots::Parsed(raw.parse(wants)?, Some(permit))),
-        None => Ok(InSlots::NoSlots(envelope)),
+        None => Ok(InSlots::NoSlots(raw.parse(&|_| WantedObjects::Neither)?)),
     }
 }
 

@@ -143,6 +143,20 @@ impl AppState {
     }
 }
 
+/// `count` permits of `semaphore`, taken as soon as they are free (at once when they are);
+/// `None` when they are not free by `deadline`.
+async fn permits_by(
+    semaphore: &Arc<tokio::sync::Semaphore>,
+    count: u32,
+    deadline: std::time::Instant,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    let permits = semaphore.clone().acquire_many_owned(count);
+    tokio::time::timeout_at(deadline.into(), permits)
+        .await
+        .ok()?
+        .ok()
+}
+
 /// The webhook router: `POST /validate`, `POST /mutate`; every other path is 404 and every
 /// other method 405, each with a JSON Status body. Panics become 500 and are counted.
 pub fn webhook_router(state: AppState) -> Router {
