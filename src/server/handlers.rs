@@ -535,7 +535,7 @@ mod tests {
                 "pod-security.kubernetes.io/warn": "privileged",
                 "pod-security.kubernetes.io/audit": "privileged"}}});
         let (client, requests) =
-            crate::cluster::fake_api::client(&[("/api/v1/namespaces/shop", shop)]);
+            crate::cluster::fake_api::client(&[("/api/v1/namespaces/shop", shop.clone())]);
         let (store, _writer) = kube::runtime::reflector::store();
         let with_reads = |client| {
             let mut state = AppState::new(Engine::builtin(), RequestSettings::default());
@@ -559,6 +559,16 @@ mod tests {
                 .encode()
                 .contains(r#"portcullis_namespace_reads_total{result="found"} 1"#)
         );
+        // A large body, decoded only in its evaluation slots, reads it too.
+        let mut large: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        large["request"]["object"]["metadata"]["annotations"] =
+            serde_json::json!({"pad": "x".repeat(OFFLOAD_MIN_BYTES)});
+        let large = serde_json::to_vec(&large).unwrap();
+        let (client, requests) =
+            crate::cluster::fake_api::client(&[("/api/v1/namespaces/shop", shop)]);
+        let router = crate::server::webhook_router(with_reads(client));
+        assert!(allowed(&router, &large).await);
+        assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 1);
 
         // The same namespace unknown to the cluster too: the defaults, baseline, refuse.
         let (client, requests) = crate::cluster::fake_api::client(&[]);
