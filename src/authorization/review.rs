@@ -2,7 +2,7 @@
 //!
 //! CEL evaluates synchronously, so [`SubjectAccessReviewer::review`] blocks its thread until
 //! the answer comes or the timeout passes. The server runs every request whose policies use
-//! `authorizer` on the blocking pool (`Engine::may_run_long`), never on an async worker; the
+//! `authorizer` on its evaluation threads (`Engine::may_run_long`), never on an async worker; the
 //! review itself is spawned onto the runtime and awaited through a channel, which never
 //! panics whatever thread waits, and never waits past the timeout.
 

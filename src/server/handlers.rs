@@ -179,75 +179,145 @@ fn no_evaluation_slot(state: &AppState, uid: &str) -> Decided {
     ))
 }
 
-/// Decides `body` on the blocking pool, off the async workers that accept connections and
-/// answer probes, holding `permit` or else, once they are free, the evaluation slots its size
-/// takes ([`slots_for`], `--max-concurrent-evaluations`). A request that gets no slots before
-/// its deadline gets the `--on-error` answer instead of queueing past the apiserver's timeout.
+/// Decides a small `body` on the evaluation threads, off the async workers that accept
+/// connections and answer probes, once the evaluation slot it takes is free
+/// (`--max-concurrent-evaluations`). A request that gets no slot before its deadline gets the
+/// `--on-error` answer instead of queueing past the apiserver's timeout.
 async fn decide_off_workers(
     state: &Arc<AppState>,
     engine: Arc<Engine>,
     body: AdmissionReviewBody,
-    permit: Option<OwnedSemaphorePermit>,
     endpoint: Endpoint,
 ) -> Result<(Decided, AdmissionReviewBody), Response> {
-    let permit = match permit {
-        Some(permit) => permit,
-        None => {
-            let slots = slots_for(body.size, state.settings.max_concurrent_evaluations);
-            match wait_for_slots(state, slots, body.deadline).await {
-                Some(permit) => permit,
-                None => {
-                    let decided = no_evaluation_slot(state, &body.review.request.uid);
-                    return Ok((decided, body));
-                }
-            }
-        }
+    let slots = slots_for(body.size, state.settings.max_concurrent_evaluations);
+    let Some(permit) = wait_for_slots(state, slots, body.deadline).await else {
+        let decided = no_evaluation_slot(state, &body.review.request.uid);
+        return Ok((decided, body));
     };
-    let on_error = state.settings.on_error;
-    let worker_state = state.clone();
     let uid = body.review.request.uid.clone();
     let version = body.review.version;
-    let evaluated = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        lower_thread_priority();
+    let worker_state = state.clone();
+    let decided = off_workers(state, move || {
         let mut body = body;
-        let decided = decide(
-            &worker_state,
-            &engine,
-            &body.review.request,
-            body.deadline,
-            endpoint,
-        );
-        // The objects go here, with the slots that bound them, not when the answer is
-        // written on an async worker, which may be busy reading further bodies meanwhile.
-        body.review.request.object = None;
-        body.review.request.old_object = None;
+        let decided = decide_and_drop_objects(&worker_state, &engine, &mut body, endpoint);
         (decided, body)
     })
     .await;
-    evaluated.map_err(|error| {
-        // Only when the runtime shuts down under it: the request went with the task.
-        tracing::error!(uid = %uid, %error, "evaluation task did not finish");
-        // An answer without a decision: counted as the observe layer counts HTTP answers.
-        state
-            .metrics
-            .record_request(endpoint_label(endpoint), "error", 200);
-        let response = evaluation_failure(on_error, &uid, "evaluation was cancelled");
-        (
-            [(header::CONTENT_TYPE, "application/json")],
-            encode_review(version, &response),
-        )
-            .into_response()
-    })
+    // Given back once the thread is about to be idle, so the request it lets in finds it.
+    drop(permit);
+    decided.ok_or_else(|| evaluation_cancelled(state, endpoint, &uid, version))
 }
 
-/// Requests with bodies at least this large are evaluated on the blocking pool.
+/// Parses a large body and decides it on the evaluation threads, in the evaluation slots
+/// `permit` holds: the objects are allocated, read and freed on one thread (decoded on an
+/// async worker and freed on another thread, the 100 KB Pod's review cost about 40% more CPU),
+/// and the async workers only read bodies.
+async fn parse_and_decide_off_workers(
+    state: &Arc<AppState>,
+    engine: Arc<Engine>,
+    raw: RawReviewBody,
+    permit: OwnedSemaphorePermit,
+    endpoint: Endpoint,
+) -> Result<(Decided, AdmissionReviewBody), Response> {
+    let bytes = raw.bytes.clone();
+    let worker_state = state.clone();
+    let evaluated = off_workers(state, move || {
+        let state = worker_state.as_ref();
+        let namespaces = state.namespaces.as_ref();
+        let mut body = raw.parse(&|request: &AdmissionRequest| {
+            wanted_objects(&engine, namespaces, endpoint, request)
+        })?;
+        if body.review.objects_skipped {
+            return Ok((Decided::unwanted(&body.review.request.uid), body));
+        }
+        tokio::runtime::Handle::current().block_on(read_unheld_inputs(
+            state,
+            &engine,
+            endpoint,
+            &body.review.request,
+            body.deadline,
+        ));
+        let decided = decide_and_drop_objects(state, &engine, &mut body, endpoint);
+        Ok((decided, body))
+    })
+    .await;
+    drop(permit);
+    match evaluated {
+        Some(Ok(done)) => Ok(done),
+        Some(Err(error)) => Err(ApiError::into_response(error)),
+        None => {
+            let envelope = crate::admission::parse_review_for(&bytes, &|_| WantedObjects::Neither)
+                .map_err(|error| ApiError::from(error).into_response())?;
+            let version = envelope.version;
+            Err(evaluation_cancelled(
+                state,
+                endpoint,
+                &envelope.request.uid,
+                version,
+            ))
+        }
+    }
+}
+
+/// Runs `work` on the evaluation threads, at a lower priority than the async workers; `None`
+/// only when it panicked (evaluation catches its own panics) or no thread could start.
+async fn off_workers<T: Send + 'static>(
+    state: &AppState,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    state
+        .evaluations
+        .run(move || {
+            lower_thread_priority();
+            work()
+        })
+        .await
+}
+
+/// Decides `body` and drops its objects: they go here, on the evaluating thread and with the
+/// slots that bound them, not when the answer is written on an async worker, which may be
+/// busy reading further bodies meanwhile.
+fn decide_and_drop_objects(
+    state: &AppState,
+    engine: &Engine,
+    body: &mut AdmissionReviewBody,
+    endpoint: Endpoint,
+) -> Decided {
+    let decided = decide(state, engine, &body.review.request, body.deadline, endpoint);
+    body.review.request.object = None;
+    body.review.request.old_object = None;
+    decided
+}
+
+/// The answer when an evaluation thread gave no answer: its work panicked outside the rules
+/// (which are guarded on their own), or no thread could start.
+fn evaluation_cancelled(
+    state: &AppState,
+    endpoint: Endpoint,
+    uid: &str,
+    version: crate::admission::ReviewVersion,
+) -> Response {
+    tracing::error!(uid = %uid, "evaluation thread gave no answer");
+    // An answer without a decision: counted as the observe layer counts HTTP answers.
+    state
+        .metrics
+        .record_request(endpoint_label(endpoint), "error", 200);
+    let response = evaluation_failure(state.settings.on_error, uid, "evaluation gave no answer");
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        encode_review(version, &response),
+    )
+        .into_response()
+}
+
+/// Requests with bodies at least this large are decoded and evaluated on the evaluation
+/// threads.
 pub const OFFLOAD_MIN_BYTES: usize = 16 * 1024;
 
 /// How much nicer than the async workers the threads deciding requests off them run.
 const EVALUATION_NICENESS: i32 = 10;
 
-/// Lowers the calling blocking-pool thread's scheduling priority (once per thread, Linux
+/// Lowers the calling evaluation thread's scheduling priority (once per thread, Linux
 /// only): when long evaluations fill the cores, the async workers (TLS, cheap requests, probes
 /// on the admin port) still get the CPU first, so a slow policy delays its own requests only.
 fn lower_thread_priority() {
@@ -321,38 +391,54 @@ async fn read_unheld_inputs(
 const NO_EVALUATION_SLOT: &str =
     "every evaluation slot was busy until the deadline (--max-concurrent-evaluations)";
 
-/// A body parsed by [`parse_in_slots`].
-enum InSlots {
-    /// Parsed as `wants` asks, with the evaluation slots taken for it, if any.
-    Parsed(AdmissionReviewBody, Option<OwnedSemaphorePermit>),
+/// What a large body found when it asked for its evaluation slots ([`take_slots_for`]).
+enum LargeBody {
+    /// Its slots, taken: it is parsed in them.
+    InSlots(OwnedSemaphorePermit),
+    /// No rule wants it: parsed without its objects, it needs no slots.
+    Unwanted(AdmissionReviewBody),
     /// Its envelope only: its slots did not free up before its deadline.
     NoSlots(AdmissionReviewBody),
 }
 
-/// Parses `raw` as `wants` asks; a large body only once it holds its evaluation slots:
-/// decoded, its objects take several times its size, and a burst of large requests decoded
-/// while they wait for slots would hold all of that at once. With too few slots free, the
-/// envelope alone tells whether a rule wants the request at all; one no rule wants does not
-/// wait, and one that is wanted is read only as far as its first object before it waits.
-async fn parse_in_slots(
+/// Takes the evaluation slots of a large body ([`slots_for`]), which is decoded only once it
+/// holds them: decoded, its objects take several times its size, and a burst of large
+/// requests decoded while they wait for slots would hold all of that at once. With too few
+/// slots free, the envelope alone tells whether a rule wants the request at all: one no rule
+/// wants does not wait, and one that is wanted is read only as far as its first object
+/// before it waits.
+async fn take_slots_for(
     state: &AppState,
     raw: &RawReviewBody,
     wants: &(dyn Fn(&AdmissionRequest) -> WantedObjects + Sync),
-) -> Result<InSlots, ApiError> {
-    let size = raw.bytes.len();
-    if size < OFFLOAD_MIN_BYTES {
-        return Ok(InSlots::Parsed(raw.parse(wants)?, None));
-    }
-    let slots = slots_for(size, state.settings.max_concurrent_evaluations);
+) -> Result<LargeBody, ApiError> {
+    let slots = slots_for(raw.bytes.len(), state.settings.max_concurrent_evaluations);
     if let Some(permit) = try_take_slots(state, slots) {
-        return Ok(InSlots::Parsed(raw.parse(wants)?, Some(permit)));
+        return Ok(LargeBody::InSlots(permit));
     }
     if let Some(unwanted) = raw.parse_unless_wanted(wants)? {
-        return Ok(InSlots::Parsed(unwanted, None));
+        return Ok(LargeBody::Unwanted(unwanted));
     }
     match wait_for_slots(state, slots, raw.deadline).await {
-        Some(permit) => Ok(InSlots::Parsed(raw.parse(wants)?, Some(permit))),
-        None => Ok(InSlots::NoSlots(raw.parse(&|_| WantedObjects::Neither)?)),
+        Some(permit) => Ok(LargeBody::InSlots(permit)),
+        None => Ok(LargeBody::NoSlots(raw.parse(&|_| WantedObjects::Neither)?)),
+    }
+}
+
+/// Which of `request`'s objects are decoded ([`Engine::wanted_objects`]). A namespace the
+/// watch has not delivered yet is read before deciding a request in it, as the apiserver's
+/// lister falls back to a read; until then nothing can be told from its labels, so the
+/// objects are decoded.
+fn wanted_objects(
+    engine: &Engine,
+    namespaces: &dyn NamespaceLookup,
+    endpoint: Endpoint,
+    request: &AdmissionRequest,
+) -> WantedObjects {
+    if namespace_to_read(Some(engine), namespaces, request).is_some() {
+        WantedObjects::Both
+    } else {
+        engine.wanted_objects(request, endpoint, namespaces)
     }
 }
 
@@ -376,26 +462,24 @@ async fn decide_review(
     };
     let namespaces = state.namespaces.as_ref();
     // The objects are decoded only for a request some rule may act on; the same engine
-    // decides it. A namespace the watch has not delivered yet is read before deciding a
-    // request in it, as the apiserver's lister falls back to a read; until then nothing can
-    // be told from its labels, so the objects are decoded.
-    let wants = |request: &AdmissionRequest| {
-        if namespace_to_read(Some(&engine), namespaces, request).is_some() {
-            WantedObjects::Both
-        } else {
-            engine.wanted_objects(request, endpoint, namespaces)
-        }
-    };
-    let (body, permit) = match parse_in_slots(state, &raw, &wants)
-        .await
-        .map_err(IntoResponse::into_response)?
-    {
-        InSlots::Parsed(body, permit) => (body, permit),
-        InSlots::NoSlots(envelope) => {
-            let decided = no_evaluation_slot(state, &envelope.review.request.uid);
-            return Ok((decided, envelope));
-        }
-    };
+    // decides it.
+    let wants = |request: &AdmissionRequest| wanted_objects(&engine, namespaces, endpoint, request);
+    if raw.bytes.len() >= OFFLOAD_MIN_BYTES {
+        return match take_slots_for(state, &raw, &wants)
+            .await
+            .map_err(IntoResponse::into_response)?
+        {
+            LargeBody::InSlots(permit) => {
+                parse_and_decide_off_workers(state, engine, raw, permit, endpoint).await
+            }
+            LargeBody::Unwanted(body) => Ok((Decided::unwanted(&body.review.request.uid), body)),
+            LargeBody::NoSlots(envelope) => {
+                let decided = no_evaluation_slot(state, &envelope.review.request.uid);
+                Ok((decided, envelope))
+            }
+        };
+    }
+    let body = raw.parse(&wants).map_err(IntoResponse::into_response)?;
     if body.review.objects_skipped {
         return Ok((Decided::unwanted(&body.review.request.uid), body));
     }
@@ -407,14 +491,14 @@ async fn decide_review(
         body.deadline,
     )
     .await;
-    // Handing a request to the blocking pool costs more than deciding a small one (the
+    // Handing a request to the evaluation threads costs more than deciding a small one (the
     // thread hand-offs doubled the CPU per review of an empty policy set, measured in
     // `make bench-load`); the time CEL can spend grows with the lists in the object, so
-    // large objects go to the pool, as do requests an admission policy with nested
+    // large objects go to the pool (above), as do requests an admission policy with nested
     // comprehensions or `authorizer` checks (which wait for SubjectAccessReviews) runs on;
     // small ones are decided here, bounded by the CEL limits (`--cel-max-iterations`,
     // `--cel-timeout`).
-    if body.size < OFFLOAD_MIN_BYTES && !engine.may_run_long(&body.review.request, endpoint) {
+    if !engine.may_run_long(&body.review.request, endpoint) {
         let decided = decide(
             state,
             &engine,
@@ -424,7 +508,7 @@ async fn decide_review(
         );
         return Ok((decided, body));
     }
-    decide_off_workers(state, engine, body, permit, endpoint).await
+    decide_off_workers(state, engine, body, endpoint).await
 }
 
 async fn admit(state: Arc<AppState>, raw: RawReviewBody, endpoint: Endpoint) -> Response {

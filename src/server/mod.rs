@@ -3,6 +3,7 @@
 
 pub mod admin;
 mod error;
+mod evaluation_pool;
 mod extract;
 mod handlers;
 mod limits;
@@ -62,7 +63,7 @@ pub struct RequestSettings {
     pub request_timeout: Duration,
     /// The answer when evaluation fails.
     pub on_error: OnError,
-    /// Evaluation slots on the blocking pool; a request takes one per started 16 KiB of its
+    /// Evaluation slots on the evaluation threads; a request takes one per started 16 KiB of its
     /// body, and waits for them until its deadline.
     pub max_concurrent_evaluations: usize,
     /// Bytes of HTTP/1.x request bodies read and not yet answered, in total; a request whose
@@ -101,6 +102,8 @@ pub struct AppState {
     pub params: Option<Arc<dyn ParamLookup>>,
     /// Slots for evaluations running at once (`--max-concurrent-evaluations`).
     pub evaluation_slots: Arc<tokio::sync::Semaphore>,
+    /// The threads that decide requests off the async workers.
+    evaluations: Arc<evaluation_pool::EvaluationPool>,
     /// Bytes of request bodies that may be held at once (`--max-buffered-body-bytes`), one
     /// permit per byte.
     pub body_budget: Arc<tokio::sync::Semaphore>,
@@ -126,6 +129,7 @@ impl AppState {
             engine: Arc::new(ArcSwapOption::empty()),
             metrics: Arc::new(Metrics::new()),
             readiness: Arc::new(Readiness::default()),
+            evaluations: Arc::default(),
             evaluation_slots: Arc::new(tokio::sync::Semaphore::new(
                 settings.max_concurrent_evaluations.max(1),
             )),
