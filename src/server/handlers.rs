@@ -443,7 +443,8 @@ fn wanted_objects(
 }
 
 /// Parses `raw` and decides it with the engine loaded now; `Err` is an answer without a
-/// decision (a body that is not an AdmissionReview request, or a cancelled evaluation).
+/// decision (a body that is not an AdmissionReview request, or an evaluation thread that gave
+/// no answer).
 async fn decide_review(
     state: &Arc<AppState>,
     raw: RawReviewBody,
