@@ -169,12 +169,20 @@ mod tests {
     #[tokio::test]
     async fn a_panicking_job_answers_none_and_its_thread_stays() {
         let pool = Arc::new(EvaluationPool::default());
-        assert_eq!(pool.run(|| panic!("rule bug")).await, None::<()>);
+        let panicked_on = Arc::new(Mutex::new(None));
+        let record = Arc::clone(&panicked_on);
+        let answer = pool
+            .run(move || {
+                *record.lock().unwrap() = Some(std::thread::current().id());
+                panic!("rule bug")
+            })
+            .await;
+        assert_eq!(answer, None::<()>);
         while pool.idle_threads() < 1 {
             std::thread::yield_now();
         }
-        assert_eq!(pool.run(|| 7).await, Some(7));
-        assert_eq!(pool.idle_threads(), 1);
+        let next_on = pool.run(|| std::thread::current().id()).await;
+        assert_eq!(next_on, *panicked_on.lock().unwrap());
     }
 
     #[tokio::test]
