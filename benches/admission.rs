@@ -10,9 +10,12 @@ use portcullis::kubernetes::defaulting::apply_defaults;
 use portcullis::server::{AppState, RequestSettings, webhook_router};
 use tower::ServiceExt;
 
+#[path = "../src/allocator.rs"]
+mod allocator;
+
 /// The binary's allocator (src/main.rs), so the figures are the server's.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: allocator::MiMalloc = allocator::MiMalloc;
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!(

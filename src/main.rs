@@ -2,10 +2,12 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+mod allocator;
+
 /// mimalloc rather than the system allocator: measured in docs/benchmarks.md (allocation was
 /// a quarter of the server's CPU under load with glibc malloc).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: allocator::MiMalloc = allocator::MiMalloc;
 
 /// mimalloc keeps freed pages committed for a while, to reuse them; after a policy load, which
 /// frees most of what it allocated, they are returned at once (idle RSS, docs/benchmarks.md).
