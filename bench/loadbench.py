@@ -19,6 +19,11 @@ tests/fixtures/bench/gatekeeper (a ConstraintTemplate making the VAP's 10 checks
 constraint), in alternating rounds at c=16, each round beside `gator bench` (--gator) of the same
 template, constraint and Pod: its CPU per review from its process's rusage.
 
+Section "Instructions": the same servers under valgrind's callgrind, which counts the
+instructions `serve` executes for a fixed number of reviews (callgrind_control zeroes the count
+after a warm-up and dumps it after the reviews): a figure that does not move with the machine's
+load, for changes smaller than its noise.
+
 Figures come from oha's JSON output (latency, throughput, errors) and /proc/PID (CPU, memory).
 Everything goes to 127.0.0.1 only. `--smoke` runs the floor server with one body at c=1 and c=4
 and exits 1 unless every request got a 200.
@@ -78,6 +83,10 @@ GATEKEEPER_REQUESTS = 10000
 GATOR_ITERATIONS = 3000
 GATOR_BASE_ITERATIONS = 100
 HEAVY_BODY = ROOT / "bench/fixtures/pod-44-containers-review.json"
+# Section "Instructions": reviews counted after a warm-up, at c=2, per server and body.
+INSTRUCTION_WARMUP = 200
+INSTRUCTION_REQUESTS = int(os.environ.get("BENCH_INSTRUCTION_REQUESTS", "1000"))
+TRIVIAL_VAPS = {count: ROOT / f"bench/fixtures/vap-trivial-{count}" for count in (1, 21)}
 # Isolation run: heavy requests kept in flight, and the cheap requests' rate and count.
 HEAVY_IN_FLIGHT = 8
 CHEAP_QPS = 50
@@ -476,7 +485,8 @@ def main():
                     "and small-Pod sections also run its servers, in the same rounds")
     ap.add_argument("--gator", help="Gatekeeper's gator binary (e2e/build-gator.sh): the Gatekeeper "
                     "section runs `gator bench` beside the servers; without it, that part is skipped")
-    ap.add_argument("--only", choices=["isolation", "small-pod", "rounds", "gatekeeper"],
+    ap.add_argument("--only", choices=["isolation", "small-pod", "rounds", "gatekeeper",
+                                       "instructions"],
                     help="run one section only (its markdown is printed, not written to --out)")
     args = ap.parse_args()
 
@@ -526,7 +536,7 @@ def run(args, workdir):
     scale = args.scale
     if args.only:
         section = {"isolation": isolation, "small-pod": small_pod, "rounds": rounds,
-                   "gatekeeper": gatekeeper}[args.only]
+                   "gatekeeper": gatekeeper, "instructions": instructions}[args.only]
         md.extend(section(args, oha, workdir, certs, scale))
         md.append("## Notes\n")
         md.extend(f"- {n}" for n in notes)
@@ -683,6 +693,7 @@ def run(args, workdir):
     md.extend(rounds(args, oha, workdir, certs, scale))
     md.extend(gatekeeper(args, oha, workdir, certs, scale))
     md.extend(isolation(args, oha, workdir, certs, scale))
+    md.extend(instructions(args, oha, workdir, certs, scale))
 
     md.append("## Notes\n")
     md.extend(f"- {n}" for n in notes)
@@ -697,6 +708,88 @@ def run(args, workdir):
         log(f"{failed} requests failed")
         return 1
     return 0
+
+
+def callgrind_control(*argv):
+    subprocess.run(["callgrind_control", *map(str, argv)], check=True, stdout=subprocess.DEVNULL)
+
+
+def counted_instructions(server, oha, body, n):
+    """The instructions `server` (running under callgrind) executes while it answers `n`
+    reviews of `body` at c=2, after a warm-up; and the failed requests."""
+    oha.run(server, "/validate", body, INSTRUCTION_WARMUP, 2)
+    callgrind_control("-z", server.pid)
+    result = oha.run(server, "/validate", body, n, 2)
+    dumps = set(server.callgrind_out.parent.glob(f"{server.callgrind_out.name}.{server.pid}.*"))
+    callgrind_control("-d", server.pid)
+    new = set(server.callgrind_out.parent.glob(f"{server.callgrind_out.name}.{server.pid}.*"))
+    (dump,) = new - dumps
+    for line in dump.read_text().splitlines():
+        if line.startswith(("summary:", "totals:")):
+            return int(line.split()[1]), result["failed"]
+    raise SystemExit(f"no instruction total in {dump}")
+
+
+def instructions(args, oha, workdir, certs, scale):
+    """Instructions `serve` executes per review, counted by callgrind: the floor and the
+    standard set on the 10 KB Pod and the ConfigMap, the small-Pod servers on the small Pod, and
+    a ValidatingAdmissionPolicy with 1 and with 21 trivial validations on the small Pod (the
+    difference / 20 is one more validation); with --baseline, that build's floor, standard and
+    small-Pod servers too. Deterministic for a given binary and input: for A/B comparisons below
+    the noise of the CPU figures."""
+    if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
+        log("valgrind not found: the instructions section is skipped")
+        return ["## Instructions per review\n", "Skipped: valgrind (callgrind) is not installed.\n"]
+    empty = workdir / "empty"
+    n = max(200, int(INSTRUCTION_REQUESTS * scale))
+    configmap, pod, small = BODIES["configmap"], BODIES["pod-10kb"], SMALL_POD_BODY
+    cases = [("floor", [empty], [configmap, small, pod]),
+             ("standard", [STANDARD_POLICIES, VAP], [configmap, pod]),
+             ("small-pss-cel", SMALL_POD_POLICIES, [small]),
+             ("vap-trivial-1", [TRIVIAL_VAPS[1]], [small]),
+             ("vap-trivial-21", [TRIVIAL_VAPS[21]], [small])]
+    builds = [("", args.portcullis)] + ([("baseline-", args.baseline)] if args.baseline else [])
+    counts, failed = {}, 0
+    for prefix, binary in builds:
+        for name, policies, bodies in cases:
+            if prefix and name.startswith("vap-trivial"):
+                continue
+            server = portcullis(binary, prefix + name, policies, workdir, certs)
+            server.callgrind_out = workdir / f"{server.name}.callgrind"
+            server.argv = ["valgrind", "--tool=callgrind",
+                           f"--callgrind-out-file={server.callgrind_out}.%p", *server.argv]
+            RUNNING.append(server.start(deadline=300.0))
+            for body in bodies:
+                total, failures = counted_instructions(server, oha, body, n)
+                counts[(server.name, body.name)] = total / n
+                failed += failures
+                log(f"{server.name} {body.name}: {total / n / 1000:.1f}k instructions per review")
+            server.stop()
+            RUNNING.remove(server)
+    per_review = lambda name, body: counts[(name, body.name)]  # noqa: E731
+    rows = [[name, body, f"{value / 1000:.1f}"] for (name, body), value in counts.items()]
+    ratios = [["floor / standard, 10 KB Pod", per_review("floor", pod) / per_review("standard", pod)],
+              ["floor / small-pss-cel, small Pod",
+               per_review("floor", small) / per_review("small-pss-cel", small)],
+              ["one more trivial validation, small Pod (instructions)",
+               (per_review("vap-trivial-21", small) - per_review("vap-trivial-1", small)) / 20]]
+    if args.baseline:
+        ratios += [[f"{name}, {body.name}: this build / baseline",
+                    per_review(name, body) / per_review("baseline-" + name, body)]
+                   for name, _, bodies in cases[:3] for body in bodies]
+    md = ["## Instructions per review\n",
+          f"`serve` under callgrind (valgrind), HTTP/1.1, c=2: {INSTRUCTION_WARMUP} reviews to warm "
+          f"up, then the instructions of {n} reviews, counted from a zeroed count to a dump "
+          "(callgrind_control); per review, in thousands. `vap-trivial-N`: "
+          "bench/fixtures/vap-trivial-N, a ValidatingAdmissionPolicy with N validations like "
+          "issue 36's trivial one." + (f" `baseline-*`: {args.baseline}." if args.baseline else "")
+          + "\n",
+          table(["server", "body", "k instructions per review"], rows) + "\n",
+          table(["ratio", "value"], ratios) + "\n"]
+    if failed:
+        md.append(f"**{failed} requests failed.**\n")
+    SECTION_FAILURES.append(failed)
+    return md
 
 
 def alternating_rounds(oha, servers, bodies, rounds):

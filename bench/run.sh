@@ -23,7 +23,8 @@
 # small-Pod sections),
 # BENCH_ROUNDS and BENCH_SMALL_POD_ROUNDS (rounds of those sections, 5 each), BENCH_ROUNDS_H2=0
 # (the rounds and Gatekeeper sections without their HTTP/2 runs), BENCH_ONLY (one section:
-# isolation, small-pod, rounds or gatekeeper), BENCH_GATEKEEPER_ROUNDS (5), PORTCULLIS_GATOR
+# isolation, small-pod, rounds, gatekeeper or instructions), BENCH_GATEKEEPER_ROUNDS (5),
+# BENCH_INSTRUCTION_REQUESTS (reviews counted per server and body, 1000), PORTCULLIS_GATOR
 # (the gator binary; skips its build), BENCH_SKIP_GATOR=1 (no `gator bench`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
