@@ -735,8 +735,8 @@ def instructions(args, oha, workdir, certs, scale):
     standard set on the 10 KB Pod and the ConfigMap, the small-Pod servers on the small Pod, and
     a ValidatingAdmissionPolicy with 1 and with 21 trivial validations on the small Pod (the
     difference / 20 is one more validation); with --baseline, that build's floor, standard and
-    small-Pod servers too. Deterministic for a given binary and input: for A/B comparisons below
-    the noise of the CPU figures."""
+    small-Pod servers too. The same binary and input give the same count within 0.3% whatever
+    the machine is doing: for A/B comparisons below the noise of the CPU figures."""
     if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
         log("valgrind not found: the instructions section is skipped")
         return ["## Instructions per review\n", "Skipped: valgrind (callgrind) is not installed.\n"]
