@@ -723,6 +723,9 @@ def counted_instructions(server, oha, body, n):
     dumps = set(server.callgrind_out.parent.glob(f"{server.callgrind_out.name}.{server.pid}.*"))
     callgrind_control("-d", server.pid)
     new = set(server.callgrind_out.parent.glob(f"{server.callgrind_out.name}.{server.pid}.*"))
+    if len(new - dumps) != 1:
+        raise SystemExit(f"callgrind_control -d {server.pid} wrote {len(new - dumps)} dumps, "
+                         f"not one; log: {server.log_path}")
     (dump,) = new - dumps
     for line in dump.read_text().splitlines():
         if line.startswith(("summary:", "totals:")):
