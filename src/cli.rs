@@ -150,10 +150,10 @@ pub struct ServeArgs {
     /// Largest accepted request body in bytes; larger bodies get 413.
     #[arg(long, env = "PORTCULLIS_MAX_BODY_BYTES", default_value_t = 3 * 1024 * 1024)]
     pub max_body_bytes: usize,
-    /// Bytes of HTTP/1.x request bodies read and not yet answered, in total (by
-    /// Content-Length, or --max-body-bytes without one); a request whose body would pass it
-    /// waits before its body is read, until its deadline, then gets 503. HTTP/2 bodies are
-    /// read at once.
+    /// Bytes of request bodies read and not yet answered, in total. Over HTTP/1.x a body
+    /// counts by Content-Length (--max-body-bytes without one) and, when it would pass the
+    /// total, waits before it is read until its deadline, then gets 503; over HTTP/2 each
+    /// frame counts as it arrives and a stream that would pass the total gets 503 at once.
     #[arg(long, env = "PORTCULLIS_MAX_BUFFERED_BODY_BYTES", default_value_t = crate::server::DEFAULT_MAX_BUFFERED_BODY_BYTES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_buffered_body_bytes: usize,
     /// Deadline to read and decide one request; the apiserver's ?timeout= lowers it.

@@ -128,6 +128,8 @@ pub struct Metrics {
     pub connections_rejected: Counter,
     /// Requests waiting for an evaluation slot now.
     pub evaluations_waiting: Gauge,
+    /// Bytes of `--max-buffered-body-bytes` that request bodies hold now.
+    pub buffered_body_bytes: Gauge,
     /// Time requests waited for an evaluation slot.
     pub evaluation_wait: Histogram,
     /// Policy evaluations, by policy, binding, kind, action and result.
@@ -172,6 +174,7 @@ impl Metrics {
         let panics = Counter::default();
         let connections_rejected = Counter::default();
         let evaluations_waiting = Gauge::default();
+        let buffered_body_bytes = Gauge::default();
         let evaluation_wait = duration_histogram();
         let policy_evaluations = Family::<PolicyLabels, Counter>::default();
         let policy_duration =
@@ -224,6 +227,11 @@ impl Metrics {
             "portcullis_evaluations_waiting",
             "Admission requests waiting for an evaluation slot",
             evaluations_waiting.clone(),
+        );
+        registry.register(
+            "portcullis_buffered_body_bytes",
+            "Bytes of the buffered-body budget that request bodies hold",
+            buffered_body_bytes.clone(),
         );
         registry.register(
             "portcullis_evaluation_wait_seconds",
@@ -292,6 +300,7 @@ impl Metrics {
             policy_duration,
             connections_rejected,
             evaluations_waiting,
+            buffered_body_bytes,
             evaluation_wait,
             requests,
             duration,

@@ -54,14 +54,22 @@ struct Target {
 }
 
 async fn start_target(connections: ConnectionSettings) -> Target {
+    start_target_with(connections, hostile_requests()).await
+}
+
+fn hostile_requests() -> RequestSettings {
+    RequestSettings {
+        max_body_bytes: MAX_BODY_BYTES,
+        request_timeout: REQUEST_TIMEOUT,
+        ..RequestSettings::default()
+    }
+}
+
+async fn start_target_with(connections: ConnectionSettings, request: RequestSettings) -> Target {
     let certificates = generate_certificates(&["localhost".into(), "127.0.0.1".into()], 1).unwrap();
     let server = start(ServeConfig {
         shutdown_grace: Duration::from_secs(5),
-        request: RequestSettings {
-            max_body_bytes: MAX_BODY_BYTES,
-            request_timeout: REQUEST_TIMEOUT,
-            ..RequestSettings::default()
-        },
+        request,
         connections,
         ..common::tls::loopback_config(TlsSettings {
             source: CertificateSource::Generated(certificates.clone()),
@@ -1578,6 +1586,86 @@ async fn h2_streams_beyond_the_limit_are_refused() {
         assert_eq!(body["response"]["allowed"], true);
     }
     target.assert_serves("streams beyond the limit").await;
+    target.server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2_bodies_take_the_buffered_budget_as_they_arrive_and_past_it_are_refused_at_once() {
+    const BUDGET: usize = 32 * 1024;
+    let target = start_target_with(
+        hostile_connections(),
+        RequestSettings {
+            max_buffered_body_bytes: BUDGET,
+            ..hostile_requests()
+        },
+    )
+    .await;
+    let buffered = |target: &Target| {
+        let metrics = target.server.state.metrics.encode();
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix("portcullis_buffered_body_bytes "))
+            .and_then(|value| value.parse::<usize>().ok())
+            .unwrap_or_else(|| panic!("{metrics}"))
+    };
+    // A review padded to 5 bytes short of the budget; stream 1 sends all of it but its last
+    // 10 bytes, which leaves 15 bytes of the budget.
+    let unpadded = good_with(
+        "/request/object/metadata/annotations",
+        json!({"padding": ""}),
+    );
+    let padded = good_with(
+        "/request/object/metadata/annotations",
+        json!({"padding": "x".repeat(BUDGET - 5 - unpadded.len())}),
+    );
+    assert_eq!(padded.len(), BUDGET - 5);
+    let (first, last) = padded.split_at(padded.len() - 10);
+    let mut h2 = H2::open(&target).await;
+    let mut request = frame(HEADERS, END_HEADERS, 1, &request_block("/validate", &[]));
+    for chunk in first.chunks(16_000) {
+        request.extend(frame(DATA, 0, 1, chunk));
+    }
+    h2.send(&request).await.unwrap();
+    wait_until(PATIENCE, "stream 1's bytes to be held", || async {
+        buffered(&target) == first.len()
+    })
+    .await;
+    // Stream 3's body does not fit in the 15 bytes left: 503 at once, long before the
+    // request deadline, while stream 1 stays open.
+    let sent = Instant::now();
+    let mut request = frame(HEADERS, END_HEADERS, 3, &request_block("/validate", &[]));
+    request.extend(frame(DATA, END_STREAM, 3, &good()));
+    h2.send(&request).await.unwrap();
+    let frames = h2
+        .read_until(|f| f.stream == 3 && f.flags & END_STREAM != 0)
+        .await;
+    let headers = frames
+        .iter()
+        .find(|f| f.kind == HEADERS && f.stream == 3)
+        .unwrap_or_else(|| panic!("{frames:?}"));
+    assert_eq!(response_status(&headers.payload), Some(503), "{frames:?}");
+    let status = body_of(&frames, 3).unwrap();
+    assert_eq!(status["reason"], "ServiceUnavailable", "{status}");
+    assert!(
+        status["message"].as_str().unwrap().contains("at once"),
+        "{status}"
+    );
+    assert!(sent.elapsed() < REQUEST_TIMEOUT, "{:?}", sent.elapsed());
+    // Its last bytes fit: stream 1 is answered, and the budget is given back.
+    h2.send(&frame(DATA, END_STREAM, 1, last)).await.unwrap();
+    let frames = h2
+        .read_until(|f| f.stream == 1 && f.flags & END_STREAM != 0)
+        .await;
+    let review = body_of(&frames, 1).unwrap_or_else(|| panic!("{frames:?}"));
+    assert_eq!(review["response"]["allowed"], true, "{review}");
+    wait_until(PATIENCE, "the budget to be given back", || async {
+        buffered(&target) == 0
+    })
+    .await;
+    assert_eq!(target.server.state.body_budget.available_permits(), BUDGET);
+    target
+        .assert_serves("bodies past the buffered budget")
+        .await;
     target.server.shutdown().await.unwrap();
 }
 

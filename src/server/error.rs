@@ -25,6 +25,12 @@ pub enum ApiError {
         "the request bodies held in memory left no room for this one until the request deadline (--max-buffered-body-bytes)"
     )]
     BodiesBuffered,
+    /// Over HTTP/2, the bodies already held left no room for a frame of this one; the stream
+    /// is refused at once, since one left unread would hold back the connection's others.
+    #[error(
+        "the request bodies held in memory leave no room for this one (--max-buffered-body-bytes); over HTTP/2 it is refused at once rather than left unread"
+    )]
+    BodiesBufferedNow,
     /// The body did not arrive before the request deadline.
     #[error("request body did not arrive before the request deadline")]
     RequestTimeout,
@@ -61,7 +67,9 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
-            ApiError::BodiesBuffered => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::BodiesBuffered | ApiError::BodiesBufferedNow => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::BodyRead(_) | ApiError::InvalidReview(_) => StatusCode::BAD_REQUEST,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Panicked => StatusCode::INTERNAL_SERVER_ERROR,
@@ -74,7 +82,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::PayloadTooLarge { .. } => "RequestEntityTooLarge",
             ApiError::RequestTimeout => "Timeout",
-            ApiError::BodiesBuffered => "ServiceUnavailable",
+            ApiError::BodiesBuffered | ApiError::BodiesBufferedNow => "ServiceUnavailable",
             ApiError::BodyRead(_) | ApiError::InvalidReview(_) => "BadRequest",
             ApiError::NotFound(_) => "NotFound",
             ApiError::Panicked => "InternalError",

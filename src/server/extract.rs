@@ -5,7 +5,8 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::{Version, header};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use tokio::sync::OwnedSemaphorePermit;
+use prometheus_client::metrics::gauge::Gauge;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{ApiError, AppState, permits_by};
 use crate::admission::{
@@ -16,8 +17,9 @@ use crate::admission::{
 ///
 /// Rejections are [`ApiError`]s: 415 unless the body is declared `application/json`, 413 over
 /// the body limit (by Content-Length before reading, or while reading), 503 when the bodies
-/// already held leave no room for it (`--max-buffered-body-bytes`) until the deadline, 408
-/// when the body does not arrive before the deadline.
+/// already held leave no room for it (`--max-buffered-body-bytes`: over HTTP/1.x until the
+/// deadline, over HTTP/2 when a frame arrives), 408 when the body does not arrive before the
+/// deadline.
 #[derive(Debug)]
 pub struct RawReviewBody {
     /// The body.
@@ -25,9 +27,39 @@ pub struct RawReviewBody {
     /// When the answer is due: `--request-timeout` from arrival, or sooner when the apiserver
     /// says so with `?timeout=`.
     pub deadline: Instant,
-    /// The body's share of `--max-buffered-body-bytes` (HTTP/1.x), given back when this is
-    /// dropped.
-    _buffered: Option<OwnedSemaphorePermit>,
+    /// The body's share of `--max-buffered-body-bytes`, given back when this is dropped.
+    _buffered: Option<BufferedShare>,
+}
+
+/// A share of `--max-buffered-body-bytes`, counted in `portcullis_buffered_body_bytes` while
+/// it is held.
+#[derive(Debug)]
+struct BufferedShare {
+    permit: OwnedSemaphorePermit,
+    shown: Gauge,
+}
+
+impl BufferedShare {
+    fn new(permit: OwnedSemaphorePermit, shown: &Gauge) -> Self {
+        shown.inc_by(i64::try_from(permit.num_permits()).unwrap_or(i64::MAX));
+        BufferedShare {
+            permit,
+            shown: shown.clone(),
+        }
+    }
+
+    fn add(&mut self, permit: OwnedSemaphorePermit) {
+        self.shown
+            .inc_by(i64::try_from(permit.num_permits()).unwrap_or(i64::MAX));
+        self.permit.merge(permit);
+    }
+}
+
+impl Drop for BufferedShare {
+    fn drop(&mut self) {
+        self.shown
+            .dec_by(i64::try_from(self.permit.num_permits()).unwrap_or(i64::MAX));
+    }
 }
 
 impl RawReviewBody {
@@ -91,11 +123,15 @@ async fn take_buffered_share(
     state: &AppState,
     share: usize,
     deadline: Instant,
-) -> Result<OwnedSemaphorePermit, ApiError> {
+) -> Result<BufferedShare, ApiError> {
     let share = u32::try_from(share).unwrap_or(u32::MAX);
-    permits_by(&state.body_budget, share, deadline)
+    let permit = permits_by(&state.body_budget, share, deadline)
         .await
-        .ok_or(ApiError::BodiesBuffered)
+        .ok_or(ApiError::BodiesBuffered)?;
+    Ok(BufferedShare::new(
+        permit,
+        &state.metrics.buffered_body_bytes,
+    ))
 }
 
 impl FromRequest<Arc<AppState>> for RawReviewBody {
@@ -127,26 +163,36 @@ impl FromRequest<Arc<AppState>> for RawReviewBody {
             timeout = timeout.min(asked);
         }
         let deadline = arrived + timeout;
+        let budget_cap = state
+            .settings
+            .max_buffered_body_bytes
+            .clamp(1, Semaphore::MAX_PERMITS);
         // Over HTTP/1.x, room for the body among those held is taken before it is read: a
         // request that finds none leaves its body in the connection, where TCP holds back the
-        // sender. Not over HTTP/2: a stream left unread keeps its data in the connection's
-        // flow-control window, which would hold back the streams that have room.
-        let buffered = if request.version() == Version::HTTP_2 {
+        // sender. Over HTTP/2 a stream left unread keeps its data in the connection's
+        // flow-control window, which would hold back the streams that have room: there each
+        // frame takes its room as it arrives, and a stream that finds none is refused at once.
+        let over_http2 = request.version() == Version::HTTP_2;
+        let buffered = if over_http2 {
             None
         } else {
             let share = declared_length
                 .map_or(limit, |length| usize::try_from(length).unwrap_or(limit))
-                .min(state.settings.max_buffered_body_bytes);
+                .min(budget_cap);
             Some(take_buffered_share(state, share, deadline).await?)
         };
         let body = Limited::new(request.into_body(), limit);
-        let bytes = match tokio::time::timeout_at(deadline.into(), body.collect()).await {
-            Err(_) => return Err(ApiError::RequestTimeout),
-            Ok(Err(error)) if error.downcast_ref::<LengthLimitError>().is_some() => {
-                return Err(ApiError::PayloadTooLarge { limit });
+        let read = async {
+            if over_http2 {
+                read_taking_room(body, state, budget_cap, limit).await
+            } else {
+                let collected = body.collect().await.map_err(|e| read_error(e, limit))?;
+                Ok((collected.to_bytes(), buffered))
             }
-            Ok(Err(error)) => return Err(ApiError::BodyRead(error.to_string())),
-            Ok(Ok(collected)) => collected.to_bytes(),
+        };
+        let (bytes, buffered) = match tokio::time::timeout_at(deadline.into(), read).await {
+            Err(_) => return Err(ApiError::RequestTimeout),
+            Ok(result) => result?,
         };
         Ok(RawReviewBody {
             bytes,
@@ -154,6 +200,61 @@ impl FromRequest<Arc<AppState>> for RawReviewBody {
             _buffered: buffered,
         })
     }
+}
+
+fn read_error(error: axum::BoxError, limit: usize) -> ApiError {
+    if error.downcast_ref::<LengthLimitError>().is_some() {
+        ApiError::PayloadTooLarge { limit }
+    } else {
+        ApiError::BodyRead(error.to_string())
+    }
+}
+
+/// Reads an HTTP/2 body frame by frame, taking each frame's bytes of `state.body_budget` as
+/// it arrives, without waiting; a body that has taken `cap` takes no more, so one larger than
+/// the whole budget is read when it is alone. [`ApiError::BodiesBufferedNow`] when a frame
+/// finds no room.
+async fn read_taking_room(
+    mut body: Limited<axum::body::Body>,
+    state: &AppState,
+    cap: usize,
+    limit: usize,
+) -> Result<(Bytes, Option<BufferedShare>), ApiError> {
+    let mut held: Option<BufferedShare> = None;
+    let mut taken = 0usize;
+    let mut chunks: Vec<Bytes> = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| read_error(e, limit))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        let share = data.len().min(cap - taken);
+        if share > 0 {
+            let share = u32::try_from(share).map_err(|_| ApiError::BodiesBufferedNow)?;
+            let permit = state
+                .body_budget
+                .clone()
+                .try_acquire_many_owned(share)
+                .map_err(|_| ApiError::BodiesBufferedNow)?;
+            taken += share as usize;
+            match &mut held {
+                Some(held) => held.add(permit),
+                None => {
+                    held = Some(BufferedShare::new(
+                        permit,
+                        &state.metrics.buffered_body_bytes,
+                    ))
+                }
+            }
+        }
+        chunks.push(data);
+    }
+    let bytes = if chunks.len() == 1 {
+        chunks.pop().unwrap_or_default()
+    } else {
+        Bytes::from(chunks.concat())
+    };
+    Ok((bytes, held))
 }
 
 #[cfg(test)]
