@@ -11,6 +11,7 @@ use super::{AdmissionReviewBody, ApiError, AppState, OnError, RawReviewBody, per
 use crate::admission::{AdmissionRequest, AdmissionResponse, WantedObjects, encode_review};
 use crate::engine::{Decision, Endpoint, Engine, EvalContext, EvalError, NamespaceLookup};
 use crate::metrics::EndpointLabel;
+use crate::telemetry::DecisionLine;
 
 pub(super) async fn validate(State(state): State<Arc<AppState>>, body: RawReviewBody) -> Response {
     admit(state, body, Endpoint::Validate).await
@@ -528,33 +529,17 @@ async fn admit(state: Arc<AppState>, raw: RawReviewBody, endpoint: Endpoint) -> 
     let code = response.status.as_ref().map_or(200, |status| status.code);
     // A request no rule wants carries no decision worth a line per request at `info` (a
     // webhook registered for every resource sees them all); it is counted like any other.
-    macro_rules! decision_line {
-        ($level:expr) => {
-            tracing::event!(
-                $level,
-                uid = %request.uid,
-                endpoint = endpoint.name(),
-                kind = %request.kind.kind,
-                namespace = request.namespace.as_deref().unwrap_or(""),
-                name = request.name.as_deref().unwrap_or(""),
-                operation = %request.operation,
-                user = %request.user_info.username,
-                dry_run = request.dry_run.unwrap_or(false),
-                allowed = response.allowed,
-                code,
-                violations,
-                patch_operations,
-                warnings = response.warnings.len(),
-                duration_us = started.elapsed().as_micros() as u64,
-                "admission decision"
-            )
-        };
+    DecisionLine {
+        request,
+        endpoint: endpoint.name(),
+        allowed: response.allowed,
+        code,
+        violations,
+        patch_operations,
+        warnings: response.warnings.len(),
+        started,
     }
-    if wanted {
-        decision_line!(tracing::Level::INFO);
-    } else {
-        decision_line!(tracing::Level::DEBUG);
-    }
+    .log(wanted);
     // The observe layer counts every other answer; this one carries the decision.
     state.metrics.record_request(
         endpoint_label(endpoint),

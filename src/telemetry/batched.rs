@@ -136,6 +136,18 @@ impl Write for BatchWriter {
     }
 }
 
+impl StderrLines {
+    /// Writes a whole `info` or `debug` line, formatted by its caller, as a line of an event
+    /// at that level would be written.
+    pub(super) fn write_quiet_line(&self, line: &[u8]) {
+        let _ = BatchWriter {
+            batch: self.batch,
+            urgent: !self.batching,
+        }
+        .write_all(line);
+    }
+}
+
 impl<'a> MakeWriter<'a> for StderrLines {
     type Writer = BatchWriter;
 

@@ -94,28 +94,33 @@ impl PlainVisitor<'_> {
             return;
         }
         let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        let mut rest = magnitude;
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (rest % 10) as u8;
-            rest /= 10;
-            if rest == 0 {
-                break;
-            }
-        }
         if negative {
             self.result = self.writer.write_char('-');
         }
-        // Only ASCII digits were written.
-        let text = std::str::from_utf8(&digits[at..]).unwrap_or_default();
+        let text = decimal(magnitude, &mut digits);
         self.result = self.result.and_then(|()| self.writer.write_str(text));
     }
 }
 
+/// `n` in decimal, written at the end of `digits`.
+pub(super) fn decimal(n: u64, digits: &mut [u8; 20]) -> &str {
+    let mut at = digits.len();
+    let mut rest = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    std::str::from_utf8(&digits[at..]).unwrap_or_default()
+}
+
 /// Whether `<str as Debug>` writes `text` unchanged between its quotes: printable ASCII
 /// without `"` or `\`.
-fn debug_is_verbatim(text: &str) -> bool {
+pub(super) fn debug_is_verbatim(text: &str) -> bool {
     text.bytes()
         .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
 }
@@ -430,6 +435,69 @@ mod tests {
         };
         tracing::subscriber::with_default(subscriber, emit);
         String::from_utf8(captured.0.lock().unwrap().clone()).unwrap()
+    }
+
+    /// The decision line formatted whole is byte for byte the line the subscriber formats
+    /// from the event with its fields, but for the times, read as each line is written.
+    #[test]
+    fn a_decision_line_formatted_whole_is_the_subscribers_line() {
+        let review = crate::admission::parse_review(
+            br#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                 "request": {"uid": "u-1", "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+                             "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+                             "name": "we\"b \u00fc\u0007", "namespace": "shop", "operation": "UPDATE",
+                             "userInfo": {"username": "system:serviceaccount:a \"b\""}, "dryRun": true}}"#,
+        )
+        .unwrap();
+        let mut unnamed = review.request.clone();
+        unnamed.name = None;
+        unnamed.namespace = None;
+        unnamed.dry_run = None;
+        // The timestamp (`2026-12-07T06:30:00.123456Z`) and the duration, masked.
+        let masked = |text: &str| {
+            text.lines()
+                .map(|line| {
+                    let (time, rest) = line.split_once(' ').unwrap();
+                    assert_eq!(time.len(), 27, "{line}");
+                    assert!(time.ends_with('Z') && time.as_bytes()[10] == b'T', "{line}");
+                    let (head, duration) = rest.rsplit_once("duration_us=").unwrap();
+                    assert!(duration.parse::<u64>().is_ok(), "{line}");
+                    format!("T {head}duration_us=N")
+                })
+                .collect::<Vec<_>>()
+        };
+        for request in [&review.request, &unnamed] {
+            let line = crate::telemetry::DecisionLine {
+                request,
+                endpoint: "mutate",
+                allowed: false,
+                code: 403,
+                violations: 2,
+                patch_operations: 3,
+                warnings: 1,
+                started: std::time::Instant::now(),
+            };
+            for info in [true, false] {
+                let captured = Captured::default();
+                let subscriber = tracing_subscriber::fmt()
+                    .with_max_level(tracing::Level::TRACE)
+                    .with_writer(captured.clone())
+                    .with_ansi(false)
+                    .with_timer(UtcMicros)
+                    .fmt_fields(PlainFields::default())
+                    .finish();
+                tracing::subscriber::with_default(subscriber, || line.event_with_fields(info));
+                let from_event = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+                let whole = line.text_line(info);
+                assert!(whole.ends_with('\n') && whole.matches('\n').count() == 1);
+                assert_eq!(masked(&whole), masked(&from_event), "{whole}{from_event}");
+                assert!(
+                    from_event
+                        .contains("portcullis::server::handlers: admission decision uid=u-1 "),
+                    "{from_event}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -2,12 +2,16 @@
 //! Secrets.
 
 mod batched;
+mod decision;
 mod format;
+
+use std::sync::OnceLock;
 
 use clap::ValueEnum;
 use tracing_subscriber::EnvFilter;
 
 pub use batched::flush;
+pub use decision::DecisionLine;
 pub use format::{FieldVisitor, PlainFields, PlainVisitor, UtcMicros};
 
 /// How log lines are written.
@@ -23,6 +27,15 @@ pub enum LogFormat {
 /// The file watcher logs at info level each time a watched folder it was told about goes away,
 /// which a Kubernetes `..data` swap does on every update: quiet unless a filter names it.
 const QUIET_WATCHER: &str = "notify=warn";
+
+/// Where [`init`] writes plain text lines (the text format, without colours), when it
+/// installed them: a line written often ([`DecisionLine`]) may then be formatted whole by its
+/// caller, byte for byte as the subscriber would, for less work.
+static PLAIN_TEXT_LINES: OnceLock<batched::StderrLines> = OnceLock::new();
+
+fn plain_text_lines() -> Option<&'static batched::StderrLines> {
+    PLAIN_TEXT_LINES.get()
+}
 
 /// Installs the global tracing subscriber writing to stderr. `level` is an `EnvFilter`
 /// directive (`info`, `portcullis=debug` …); `RUST_LOG`, when set, wins. With `batching`
@@ -44,13 +57,18 @@ pub fn init(format: LogFormat, level: &str, batching: bool) {
             }
         })
         .unwrap_or_else(|| EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let lines = batched::stderr_lines(batching);
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_timer(UtcMicros)
-        .with_writer(batched::stderr_lines(batching))
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    let _ = match format {
+        .with_writer(lines)
+        .with_ansi(ansi);
+    let installed = match format {
         LogFormat::Text => builder.fmt_fields(PlainFields::default()).try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
+    if installed.is_ok() && format == LogFormat::Text && !ansi {
+        let _ = PLAIN_TEXT_LINES.set(lines);
+    }
 }
