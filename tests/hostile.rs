@@ -1508,6 +1508,20 @@ impl H2 {
         }
     }
 
+    /// Sends the good review on `stream` and reads frames until that stream ends.
+    async fn post_good(&mut self, stream: u32) -> Vec<Frame> {
+        let mut request = frame(
+            HEADERS,
+            END_HEADERS,
+            stream,
+            &request_block("/validate", &[]),
+        );
+        request.extend(frame(DATA, END_STREAM, stream, &good()));
+        self.send(&request).await.unwrap();
+        self.read_until(|f| f.stream == stream && f.flags & END_STREAM != 0)
+            .await
+    }
+
     /// Frames until GOAWAY, the close, or `until` says stop.
     async fn read_until(&mut self, mut until: impl FnMut(&Frame) -> bool) -> Vec<Frame> {
         let mut frames = Vec::new();
@@ -1633,12 +1647,7 @@ async fn h2_bodies_take_the_buffered_budget_as_they_arrive_and_past_it_are_refus
     // Stream 3's body does not fit in the 15 bytes left: 503 at once, long before the
     // request deadline, while stream 1 stays open.
     let sent = Instant::now();
-    let mut request = frame(HEADERS, END_HEADERS, 3, &request_block("/validate", &[]));
-    request.extend(frame(DATA, END_STREAM, 3, &good()));
-    h2.send(&request).await.unwrap();
-    let frames = h2
-        .read_until(|f| f.stream == 3 && f.flags & END_STREAM != 0)
-        .await;
+    let frames = h2.post_good(3).await;
     let headers = frames
         .iter()
         .find(|f| f.kind == HEADERS && f.stream == 3)
@@ -1719,12 +1728,7 @@ async fn h2_oversized_and_broken_header_blocks() {
     let frames = h2.read_until(|f| f.stream == 1 && f.kind == HEADERS).await;
     let headers = frames.iter().find(|f| f.kind == HEADERS).expect("431");
     assert_eq!(response_status(&headers.payload), Some(431), "{frames:?}");
-    let mut request = frame(HEADERS, END_HEADERS, 3, &request_block("/validate", &[]));
-    request.extend(frame(DATA, END_STREAM, 3, &good()));
-    h2.send(&request).await.unwrap();
-    let frames = h2
-        .read_until(|f| f.stream == 3 && f.flags & END_STREAM != 0)
-        .await;
+    let frames = h2.post_good(3).await;
     assert_eq!(
         body_of(&frames, 3).expect("answer")["response"]["allowed"],
         true
