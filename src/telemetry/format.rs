@@ -446,7 +446,7 @@ mod tests {
                  "request": {"uid": "u-1", "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
                              "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
                              "name": "we\"b \u00fc\u0007", "namespace": "shop", "operation": "UPDATE",
-                             "userInfo": {"username": "system:serviceaccount:a \"b\""}, "dryRun": true}}"#,
+                             "userInfo": {"username": "system:serviceaccount:a \"b\"\u001b[1m"}, "dryRun": true}}"#,
         )
         .unwrap();
         let mut unnamed = review.request.clone();
