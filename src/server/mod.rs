@@ -2,6 +2,7 @@
 //! listeners with graceful shutdown.
 
 pub mod admin;
+mod connections;
 mod error;
 mod evaluation_pool;
 mod extract;

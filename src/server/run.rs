@@ -7,11 +7,11 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum_server::Handle;
 use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use super::connections::{self, ListenerHandle};
 use super::limits::{ConnectionLimit, ConnectionSettings};
 use super::policy_reload::PolicyReloader;
 use super::{AppState, RequestSettings, webhook_router};
@@ -105,7 +105,7 @@ pub struct RunningServer {
     pub admin_addr: SocketAddr,
     /// The shared state (engine, metrics, readiness).
     pub state: AppState,
-    handle: Handle<SocketAddr>,
+    handle: ListenerHandle,
     drain_delay: Duration,
     shutdown_grace: Duration,
     webhook_task: JoinHandle<std::io::Result<()>>,
@@ -238,7 +238,7 @@ pub async fn start_with(
     let admin_listener = tokio::net::TcpListener::from_std(bind(config.admin_listen)?)?;
     let admin_addr = admin_listener.local_addr()?;
 
-    let handle = Handle::new();
+    let handle = ListenerHandle::new();
     let limits = &config.connections;
     let acceptor = RustlsAcceptor::new(rustls)
         .handshake_timeout(limits.tls_handshake_timeout)
@@ -247,22 +247,13 @@ pub async fn start_with(
             state.metrics.connections_rejected.clone(),
             limits.idle_timeout,
         ));
-    let mut server = axum_server::from_tcp(webhook_listener)?
-        .acceptor(acceptor)
-        .handle(handle.clone())
-        .first_request_timeout(limits.header_read_timeout);
-    server
-        .http_builder()
-        .http1()
-        .header_read_timeout(Some(limits.header_read_timeout))
-        .max_buf_size(limits.max_header_bytes.max(8192));
-    server
-        .http_builder()
-        .http2()
-        .max_concurrent_streams(limits.max_concurrent_streams)
-        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
-    let router = webhook_router(state.clone());
-    let webhook_task = tokio::spawn(server.serve(router.into_make_service()));
+    let webhook_task = tokio::spawn(connections::serve(
+        tokio::net::TcpListener::from_std(webhook_listener)?,
+        acceptor,
+        webhook_router(state.clone()),
+        limits.clone(),
+        handle.clone(),
+    ));
 
     let (admin_stop, admin_stopped) = oneshot::channel::<()>();
     let mut admin = admin_router(AdminState {
@@ -294,7 +285,6 @@ pub async fn start_with(
             })
             .await
     });
-    handle.listening().await;
     Ok(RunningServer {
         webhook_addr,
         admin_addr,
@@ -385,7 +375,7 @@ impl RunningServer {
     pub fn begin_shutdown_after(&self, drain_delay: Duration) {
         self.state.readiness.start_draining();
         let handle = self.handle.clone();
-        let grace = Some(self.shutdown_grace);
+        let grace = self.shutdown_grace;
         if drain_delay.is_zero() {
             handle.graceful_shutdown(grace);
         } else {
