@@ -5,7 +5,7 @@
 //! hyper runs each HTTP/2 stream through an executor. Spawned as tasks of their own, the
 //! streams of one connection moved between the async workers, and each frame read or answer
 //! written woke a task on the other worker: over one connection carrying 16 streams, as the
-//! kube-apiserver calls a webhook, that cost about a quarter of the server's CPU per review
+//! kube-apiserver calls a webhook, that cost a sixth to a third of the server's CPU per review
 //! (docs/benchmarks.md, "Measured alternatives"). Here the streams are polled by their
 //! connection's task, as an HTTP/1.1 connection's requests are; evaluations that need more
 //! than a worker's turn still go to the evaluation threads.
