@@ -94,8 +94,8 @@ impl<C: Future> Future for WithStreams<C> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<C::Output> {
         let this = &mut *self;
         // A stream that answers wakes the connection to write the answer, and the connection
-        // that reads a frame wakes its stream: both are polled again here while either moves,
-        // rather than by waking this task, which would hand it to another worker.
+        // that reads a frame wakes its stream: both are polled again in this turn while either
+        // moves, not left to the next one, which a wake may give to another worker.
         for _ in 0..ROUNDS_PER_WAKE {
             let mut moved = false;
             if this.connection_done.is_none()
