@@ -1,6 +1,7 @@
 use super::admission_policy::{AdmissionPolicies, AdmissionPolicyDocument};
 use super::gatekeeper::Gatekeeper;
 use super::pod_security::PodSecurityAdmission;
+use super::rules::CompiledPatterns;
 use super::{CompiledPolicy, Engine};
 use std::path::PathBuf;
 
@@ -27,6 +28,7 @@ impl Engine {
         let mut params = Vec::new();
         let mut custom_schemas = Vec::new();
         let mut gatekeeper_documents = Vec::new();
+        let mut patterns = CompiledPatterns::default();
         for document in documents {
             match &document.document {
                 PolicyDocument::Policy(policy) => {
@@ -42,7 +44,11 @@ impl Engine {
                             ),
                         ));
                     }
-                    engine = engine.with_policy(CompiledPolicy::compile(policy, &document.source)?);
+                    engine = engine.with_policy(CompiledPolicy::compile(
+                        policy,
+                        &document.source,
+                        &mut patterns,
+                    )?);
                 }
                 PolicyDocument::PodSecurity(config) => {
                     let admission = PodSecurityAdmission::new(config)

@@ -7,8 +7,8 @@ use super::cel_input::CelInputCell;
 use super::matching::{MatchedView, Matcher};
 use super::rules::cel::{self, CelCheck, CelDefaultRule};
 use super::rules::{
-    CompiledDefault, ContainerResourceRule, FamilyValidation, Finding, HostRule, ImageRule,
-    ProbeRule, RequiredMetadataRule, View, attribute, parse_field_path,
+    CompiledDefault, CompiledPatterns, ContainerResourceRule, FamilyValidation, Finding, HostRule,
+    ImageRule, ProbeRule, RequiredMetadataRule, View, attribute, parse_field_path,
 };
 use super::{Action, Decision, Endpoint, EvalError, NamespaceLookup, ReadFailure, ResourceRule};
 use crate::admission::{AdmissionRequest, Operation};
@@ -44,8 +44,13 @@ pub struct CompiledPolicy {
 }
 
 impl CompiledPolicy {
-    /// Compiles a validated policy document: regexes, quantities and paths are parsed here.
-    pub fn compile(policy: &Policy, source: &DocumentSource) -> Result<Self, PolicyError> {
+    /// Compiles a validated policy document: regexes (through the policy set's `patterns`),
+    /// quantities and paths are parsed here.
+    pub fn compile(
+        policy: &Policy,
+        source: &DocumentSource,
+        patterns: &mut CompiledPatterns,
+    ) -> Result<Self, PolicyError> {
         let spec = &policy.spec;
         let mut reads_old_object = spec.match_.object_selector.is_some();
         let mut validations = Vec::new();
@@ -90,12 +95,12 @@ impl CompiledPolicy {
                 continue;
             } else if let Some(labels) = &rule.required_labels {
                 FamilyValidation::Metadata(
-                    RequiredMetadataRule::new("labels", labels)
+                    RequiredMetadataRule::new("labels", labels, patterns)
                         .map_err(|(key, e)| field(&format!("requiredLabels.{key}"), e))?,
                 )
             } else if let Some(annotations) = &rule.required_annotations {
                 FamilyValidation::Metadata(
-                    RequiredMetadataRule::new("annotations", annotations)
+                    RequiredMetadataRule::new("annotations", annotations, patterns)
                         .map_err(|(key, e)| field(&format!("requiredAnnotations.{key}"), e))?,
                 )
             } else if let Some(images) = &rule.images {

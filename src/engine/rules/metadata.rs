@@ -1,7 +1,29 @@
+use std::collections::HashMap;
+
 use regex::Regex;
 use serde_json::Value;
 
 use super::{Finding, View};
+
+/// The regexes of one policy set's compile, by pattern: a pattern that several rules share is
+/// compiled once (each compile builds a full DFA, about half a million instructions) and its
+/// program is shared by the rules.
+#[derive(Default)]
+pub struct CompiledPatterns {
+    by_pattern: HashMap<String, Regex>,
+}
+
+impl CompiledPatterns {
+    /// The compiled `pattern`, from an earlier rule when one had it.
+    pub fn compile(&mut self, pattern: &str) -> Result<Regex, regex::Error> {
+        if let Some(regex) = self.by_pattern.get(pattern) {
+            return Ok(regex.clone());
+        }
+        let regex = Regex::new(pattern)?;
+        self.by_pattern.insert(pattern.to_owned(), regex.clone());
+        Ok(regex)
+    }
+}
 
 /// `requiredLabels` / `requiredAnnotations`: keys that must be present, with an optional regex
 /// the value must match (anchored as written; use `^…$` for a whole-value match).
@@ -12,16 +34,19 @@ pub struct RequiredMetadataRule {
 }
 
 impl RequiredMetadataRule {
-    /// `field` is `labels` or `annotations`; regexes compile here, once.
+    /// `field` is `labels` or `annotations`; regexes compile here, once per pattern of the
+    /// policy set (`patterns`).
     pub fn new(
         field: &'static str,
         entries: &std::collections::BTreeMap<String, Option<String>>,
+        patterns: &mut CompiledPatterns,
     ) -> Result<Self, (String, String)> {
         let mut compiled = Vec::new();
         for (key, pattern) in entries {
             let regex = match pattern.as_deref().filter(|p| !p.is_empty()) {
                 Some(pattern) => Some(
-                    Regex::new(pattern)
+                    patterns
+                        .compile(pattern)
                         .map_err(|e| (key.clone(), format!("invalid regex {pattern:?}: {e}")))?,
                 ),
                 None => None,
@@ -58,5 +83,32 @@ impl RequiredMetadataRule {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pattern_rules_share_is_compiled_once_and_a_bad_one_is_refused() {
+        let mut patterns = CompiledPatterns::default();
+        let entries = |pattern: &str| {
+            std::collections::BTreeMap::from([("team".to_owned(), Some(pattern.to_owned()))])
+        };
+        let first = RequiredMetadataRule::new("labels", &entries("^[a-z]+$"), &mut patterns);
+        let second = RequiredMetadataRule::new("labels", &entries("^[a-z]+$"), &mut patterns);
+        let other = RequiredMetadataRule::new("labels", &entries("^x$"), &mut patterns);
+        assert!(first.is_ok() && second.is_ok() && other.is_ok());
+        assert_eq!(patterns.by_pattern.len(), 2);
+        let second = second.unwrap();
+        let regex = second.entries[0].1.as_ref().unwrap();
+        assert!(regex.is_match("payments") && !regex.is_match("Payments"));
+
+        let (key, message) =
+            RequiredMetadataRule::new("labels", &entries("(unclosed"), &mut patterns).unwrap_err();
+        assert_eq!(key, "team");
+        assert!(message.starts_with("invalid regex \"(unclosed\": "), "{message}");
+        assert_eq!(patterns.by_pattern.len(), 2);
     }
 }

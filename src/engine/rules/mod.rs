@@ -21,7 +21,7 @@ use crate::patch::PathSegment;
 pub use defaults::{CompiledDefault, parse_field_path};
 pub use host::HostRule;
 pub use images::ImageRule;
-pub use metadata::RequiredMetadataRule;
+pub use metadata::{CompiledPatterns, RequiredMetadataRule};
 pub use probes::ProbeRule;
 pub use quantity::parse_quantity;
 pub use resources::ResourceRule as ContainerResourceRule;
