@@ -108,7 +108,10 @@ mod tests {
         let (key, message) =
             RequiredMetadataRule::new("labels", &entries("(unclosed"), &mut patterns).unwrap_err();
         assert_eq!(key, "team");
-        assert!(message.starts_with("invalid regex \"(unclosed\": "), "{message}");
+        assert!(
+            message.starts_with("invalid regex \"(unclosed\": "),
+            "{message}"
+        );
         assert_eq!(patterns.by_pattern.len(), 2);
     }
 }
