@@ -1,10 +1,26 @@
 //! The object model's cost per request: the typed decode check and the typed round-trip of the
-//! 10 KB Pod of `tests/fixtures/bench/pod-10kb.json`, and a schema lookup.
+//! 10 KB Pod of `tests/fixtures/bench/pod-10kb.json`, a schema lookup, and a request's object
+//! read into a `serde_json::Value` and into an `ObjectView`.
 
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use portcullis::admission::GroupVersionKind;
+use portcullis::admission::object_view::ObjectView;
+
+#[path = "../src/allocator.rs"]
+mod allocator;
+
+/// The binary's allocator (src/main.rs), so the figures are the server's.
+#[global_allocator]
+static ALLOCATOR: allocator::MiMalloc = allocator::MiMalloc;
+
+/// The `request.object` of a review fixture, as compact JSON (as the apiserver writes it).
+fn object_text(path: &str) -> String {
+    let body = std::fs::read(format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))).expect(path);
+    let review: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+    serde_json::to_string(&review["request"]["object"]).expect("JSON")
+}
 use portcullis::kubernetes::schema::{builtin, decode::check_decode, round_trip::round_trip};
 
 fn object_model(c: &mut Criterion) {
@@ -34,6 +50,25 @@ fn object_model(c: &mut Criterion) {
     group.bench_function("round-trip/pod-10kb", |b| {
         b.iter(|| black_box(round_trip(&schema, black_box(&pod))))
     });
+    for (name, path) in [
+        ("pod-10kb", "tests/fixtures/bench/pod-10kb.json"),
+        ("pod-small", "bench/fixtures/pod-small-review.json"),
+    ] {
+        let text = object_text(path);
+        group.bench_function(format!("read+drop/ignored/{name}"), |b| {
+            b.iter(|| {
+                black_box(serde_json::from_str::<serde::de::IgnoredAny>(black_box(
+                    &text,
+                )))
+            })
+        });
+        group.bench_function(format!("read+drop/value/{name}"), |b| {
+            b.iter(|| black_box(serde_json::from_str::<serde_json::Value>(black_box(&text))))
+        });
+        group.bench_function(format!("read+drop/view/{name}"), |b| {
+            b.iter(|| black_box(ObjectView::parse(black_box(&text))))
+        });
+    }
     group.finish();
 }
 

@@ -7,6 +7,7 @@
 //! kube-rs#1781).
 
 mod envelope;
+pub mod object_view;
 mod request;
 mod response;
 
