@@ -21,7 +21,11 @@ fn object_text(path: &str) -> String {
     let review: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
     serde_json::to_string(&review["request"]["object"]).expect("JSON")
 }
-use portcullis::kubernetes::schema::{builtin, decode::check_decode, round_trip::round_trip};
+use portcullis::kubernetes::schema::{
+    builtin,
+    decode::{check_decode, check_decode_json},
+    round_trip::round_trip,
+};
 
 fn object_model(c: &mut Criterion) {
     let body = std::fs::read(format!(
@@ -46,6 +50,15 @@ fn object_model(c: &mut Criterion) {
     });
     group.bench_function("decode-check/pod-10kb", |b| {
         b.iter(|| black_box(check_decode(&schema, black_box(&pod))))
+    });
+    let pod_view = ObjectView::parse(&pod.to_string()).expect("JSON");
+    group.bench_function("decode-check/view/pod-10kb", |b| {
+        b.iter(|| {
+            black_box(check_decode_json(
+                &schema,
+                black_box(pod_view.root()).into(),
+            ))
+        })
     });
     group.bench_function("round-trip/pod-10kb", |b| {
         b.iter(|| black_box(round_trip(&schema, black_box(&pod))))

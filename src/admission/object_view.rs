@@ -12,7 +12,8 @@
 //! so a walk of the view visits what a walk of the `Value` visits and possibly more, never
 //! less. [`Node::to_value`] builds the `Value` for readers that need one.
 //!
-//! [`JsonRead`] is what a reader needs of either form, so a reader written once reads both.
+//! [`JsonRead`] is what a reader needs of either form, and [`JsonRef`] holds either, so a
+//! reader written once reads both.
 
 use std::fmt;
 
@@ -324,12 +325,13 @@ impl<'a> Iterator for Members<'a> {
     }
 }
 
-/// What a reader needs of a JSON value, from a [`Value`] or an [`ObjectView`]'s [`Node`].
+/// What a reader needs of a JSON value, written once for a [`Value`], a view's [`Node`] and a
+/// [`JsonRef`] (the reader is compiled for each, so a tree reads as fast as before).
 pub trait JsonRead<'a>: Copy + 'a {
     /// The items of a list.
     type Items: Iterator<Item = Self>;
-    /// The members of a map, with their keys. A `Value`'s are in key order, a view's in
-    /// document order with duplicates (see the module docs).
+    /// The members of a map, with their keys: a `Value`'s in key order, a view's in document
+    /// order with duplicates (see the module docs).
     type Members: Iterator<Item = (&'a str, Self)>;
 
     /// What kind of value this is.
@@ -346,50 +348,13 @@ pub trait JsonRead<'a>: Copy + 'a {
     fn items(self) -> Self::Items;
     /// The members of a map; nothing for any other value.
     fn members(self) -> Self::Members;
-    /// The value as a [`Value`] (a copy for a view).
-    fn to_value(self) -> Value;
 }
-
-impl<'a> JsonRead<'a> for Node<'a> {
-    type Items = Items<'a>;
-    type Members = Members<'a>;
-
-    fn kind(self) -> JsonKind {
-        Node::kind(self)
-    }
-    fn get(self, key: &str) -> Option<Self> {
-        Node::get(self, key)
-    }
-    fn as_str(self) -> Option<&'a str> {
-        Node::as_str(self)
-    }
-    fn as_bool(self) -> Option<bool> {
-        Node::as_bool(self)
-    }
-    fn as_number(self) -> Option<Number> {
-        Node::as_number(self)
-    }
-    fn items(self) -> Items<'a> {
-        Node::items(self)
-    }
-    fn members(self) -> Members<'a> {
-        Node::members(self)
-    }
-    fn to_value(self) -> Value {
-        Node::to_value(self)
-    }
-}
-
-/// The members of a `Value` map, keys as `&str`.
-pub type ValueMembers<'a> = std::iter::Map<
-    std::iter::Flatten<std::option::IntoIter<&'a Map<String, Value>>>,
-    fn((&'a String, &'a Value)) -> (&'a str, &'a Value),
->;
 
 impl<'a> JsonRead<'a> for &'a Value {
-    type Items = std::iter::Flatten<std::option::IntoIter<&'a Vec<Value>>>;
-    type Members = ValueMembers<'a>;
+    type Items = std::slice::Iter<'a, Value>;
+    type Members = TreeMembers<'a>;
 
+    #[inline]
     fn kind(self) -> JsonKind {
         match self {
             Value::Null => JsonKind::Null,
@@ -400,31 +365,241 @@ impl<'a> JsonRead<'a> for &'a Value {
             Value::Object(_) => JsonKind::Object,
         }
     }
+    #[inline]
     fn get(self, key: &str) -> Option<Self> {
         self.as_object()?.get(key)
     }
+    #[inline]
     fn as_str(self) -> Option<&'a str> {
         Value::as_str(self)
     }
+    #[inline]
     fn as_bool(self) -> Option<bool> {
         Value::as_bool(self)
     }
+    #[inline]
     fn as_number(self) -> Option<Number> {
         match self {
             Value::Number(number) => Some(number.clone()),
             _ => None,
         }
     }
+    #[inline]
     fn items(self) -> Self::Items {
-        self.as_array().into_iter().flatten()
+        self.as_array().map_or([].iter(), |items| items.iter())
     }
-    fn members(self) -> Self::Members {
-        let as_str: fn((&'a String, &'a Value)) -> (&'a str, &'a Value) =
-            |(key, value)| (key.as_str(), value);
-        self.as_object().into_iter().flatten().map(as_str)
+    #[inline]
+    fn members(self) -> TreeMembers<'a> {
+        TreeMembers(self.as_object().map(|map| map.iter()))
     }
-    fn to_value(self) -> Value {
-        self.clone()
+}
+
+/// The members of a `Value` map, keys as `&str`.
+#[derive(Clone)]
+pub struct TreeMembers<'a>(Option<serde_json::map::Iter<'a>>);
+
+impl<'a> Iterator for TreeMembers<'a> {
+    type Item = (&'a str, &'a Value);
+
+    #[inline]
+    fn next(&mut self) -> Option<(&'a str, &'a Value)> {
+        self.0
+            .as_mut()?
+            .next()
+            .map(|(key, value)| (key.as_str(), value))
+    }
+}
+
+impl<'a> JsonRead<'a> for Node<'a> {
+    type Items = Items<'a>;
+    type Members = Members<'a>;
+
+    #[inline]
+    fn kind(self) -> JsonKind {
+        Node::kind(self)
+    }
+    #[inline]
+    fn get(self, key: &str) -> Option<Self> {
+        Node::get(self, key)
+    }
+    #[inline]
+    fn as_str(self) -> Option<&'a str> {
+        Node::as_str(self)
+    }
+    #[inline]
+    fn as_bool(self) -> Option<bool> {
+        Node::as_bool(self)
+    }
+    #[inline]
+    fn as_number(self) -> Option<Number> {
+        Node::as_number(self)
+    }
+    #[inline]
+    fn items(self) -> Items<'a> {
+        Node::items(self)
+    }
+    #[inline]
+    fn members(self) -> Members<'a> {
+        Node::members(self)
+    }
+}
+
+/// A JSON value to read, held as a [`Value`] or in an [`ObjectView`]: readers written for it
+/// read both.
+#[derive(Debug, Clone, Copy)]
+pub enum JsonRef<'a> {
+    /// A value of a decoded tree.
+    Tree(&'a Value),
+    /// A value of a view.
+    View(Node<'a>),
+}
+
+impl<'a> From<&'a Value> for JsonRef<'a> {
+    fn from(value: &'a Value) -> Self {
+        JsonRef::Tree(value)
+    }
+}
+
+impl<'a> From<Node<'a>> for JsonRef<'a> {
+    fn from(node: Node<'a>) -> Self {
+        JsonRef::View(node)
+    }
+}
+
+impl<'a> JsonRef<'a> {
+    /// What kind of value this is.
+    pub fn kind(self) -> JsonKind {
+        match self {
+            JsonRef::Tree(value) => match value {
+                Value::Null => JsonKind::Null,
+                Value::Bool(_) => JsonKind::Bool,
+                Value::Number(_) => JsonKind::Number,
+                Value::String(_) => JsonKind::String,
+                Value::Array(_) => JsonKind::Array,
+                Value::Object(_) => JsonKind::Object,
+            },
+            JsonRef::View(node) => node.kind(),
+        }
+    }
+
+    /// The member `key` of a map (the last, if written more than once).
+    pub fn get(self, key: &str) -> Option<JsonRef<'a>> {
+        match self {
+            JsonRef::Tree(value) => value.get(key).map(JsonRef::Tree),
+            JsonRef::View(node) => node.get(key).map(JsonRef::View),
+        }
+    }
+
+    /// The string, if this is one.
+    pub fn as_str(self) -> Option<&'a str> {
+        match self {
+            JsonRef::Tree(value) => value.as_str(),
+            JsonRef::View(node) => node.as_str(),
+        }
+    }
+
+    /// The boolean, if this is one.
+    pub fn as_bool(self) -> Option<bool> {
+        match self {
+            JsonRef::Tree(value) => value.as_bool(),
+            JsonRef::View(node) => node.as_bool(),
+        }
+    }
+
+    /// The number as an `i64`, if it is one that fits.
+    pub fn as_i64(self) -> Option<i64> {
+        match self {
+            JsonRef::Tree(value) => value.as_i64(),
+            JsonRef::View(node) => node.as_i64(),
+        }
+    }
+
+    /// The number, if this is one.
+    pub fn as_number(self) -> Option<Number> {
+        match self {
+            JsonRef::Tree(Value::Number(number)) => Some(number.clone()),
+            JsonRef::Tree(_) => None,
+            JsonRef::View(node) => node.as_number(),
+        }
+    }
+
+    /// Whether this is `null`.
+    pub fn is_null(self) -> bool {
+        match self {
+            JsonRef::Tree(value) => value.is_null(),
+            JsonRef::View(node) => node.is_null(),
+        }
+    }
+
+    /// The items of a list; nothing for any other value.
+    pub fn items(self) -> JsonItems<'a> {
+        match self {
+            JsonRef::Tree(value) => {
+                JsonItems::Tree(value.as_array().map_or([].iter(), |items| items.iter()))
+            }
+            JsonRef::View(node) => JsonItems::View(node.items()),
+        }
+    }
+
+    /// The members of a map; nothing for any other value. A tree's come in key order, a
+    /// view's in document order with duplicates (see the module docs).
+    pub fn members(self) -> JsonMembers<'a> {
+        match self {
+            JsonRef::Tree(value) => JsonMembers::Tree(JsonRead::members(value)),
+            JsonRef::View(node) => JsonMembers::View(node.members()),
+        }
+    }
+
+    /// The value as a [`Value`] (a copy).
+    pub fn to_value(self) -> Value {
+        match self {
+            JsonRef::Tree(value) => value.clone(),
+            JsonRef::View(node) => node.to_value(),
+        }
+    }
+}
+
+/// The items of a list: [`JsonRef::items`].
+#[derive(Clone)]
+pub enum JsonItems<'a> {
+    /// A tree's.
+    Tree(std::slice::Iter<'a, Value>),
+    /// A view's.
+    View(Items<'a>),
+}
+
+impl<'a> Iterator for JsonItems<'a> {
+    type Item = JsonRef<'a>;
+
+    fn next(&mut self) -> Option<JsonRef<'a>> {
+        match self {
+            JsonItems::Tree(items) => items.next().map(JsonRef::Tree),
+            JsonItems::View(items) => items.next().map(JsonRef::View),
+        }
+    }
+}
+
+/// The members of a map: [`JsonRef::members`].
+#[derive(Clone)]
+pub enum JsonMembers<'a> {
+    /// A tree's.
+    Tree(TreeMembers<'a>),
+    /// A view's.
+    View(Members<'a>),
+}
+
+impl<'a> Iterator for JsonMembers<'a> {
+    type Item = (&'a str, JsonRef<'a>);
+
+    fn next(&mut self) -> Option<(&'a str, JsonRef<'a>)> {
+        match self {
+            JsonMembers::Tree(members) => members
+                .next()
+                .map(|(key, value)| (key, JsonRef::Tree(value))),
+            JsonMembers::View(members) => {
+                members.next().map(|(key, node)| (key, JsonRef::View(node)))
+            }
+        }
     }
 }
 
@@ -636,7 +811,7 @@ mod tests {
 
     /// Every value of `tree` read through the view at `node` reads the same.
     fn assert_reads_alike(node: Node<'_>, tree: &Value, path: &str) {
-        assert_eq!(node.kind(), JsonRead::kind(tree), "{path}");
+        assert_eq!(node.kind(), JsonRef::Tree(tree).kind(), "{path}");
         assert_eq!(node.to_value(), *tree, "{path}");
         assert_eq!(node.as_str(), tree.as_str(), "{path}");
         assert_eq!(node.as_bool(), tree.as_bool(), "{path}");
@@ -745,19 +920,29 @@ mod tests {
     }
 
     #[test]
-    fn a_value_and_its_view_read_alike_through_json_read() {
-        fn names<'a, J: JsonRead<'a>>(pod: J) -> Vec<&'a str> {
+    fn a_value_and_its_view_read_alike_through_json_ref() {
+        fn names(pod: JsonRef<'_>) -> Vec<&str> {
             pod.get("spec")
                 .and_then(|spec| spec.get("containers"))
                 .into_iter()
-                .flat_map(JsonRead::items)
+                .flat_map(JsonRef::items)
                 .filter_map(|container| container.get("name")?.as_str())
                 .collect()
         }
         let text = r#"{"spec": {"containers": [{"name": "a"}, {"image": "x"}, {"name": "b"}]}}"#;
         let view = ObjectView::parse(text).expect("JSON");
         let tree: Value = serde_json::from_str(text).expect("JSON");
-        assert_eq!(names(view.root()), ["a", "b"]);
-        assert_eq!(names(&tree), ["a", "b"]);
+        assert_eq!(names(view.root().into()), ["a", "b"]);
+        assert_eq!(names((&tree).into()), ["a", "b"]);
+        let members = |json: JsonRef<'_>| {
+            json.get("spec")
+                .into_iter()
+                .flat_map(JsonRef::members)
+                .map(|(key, value)| (key.to_owned(), value.kind()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(members(view.root().into()), members((&tree).into()));
+        assert_eq!(JsonRef::from(&tree).items().count(), 0);
+        assert_eq!(JsonRef::from(view.root()).members().count(), 1);
     }
 }

@@ -236,7 +236,7 @@ fn check_object_shape(request: &AdmissionRequest, pod_security: bool) -> Result<
             });
         }
         if pod_security && pod_spec_location(request).is_some() {
-            crate::kubernetes::schema::decode::check_object(kind, object)
+            crate::kubernetes::schema::decode::check_object(kind, object.into())
                 .map_err(|error| EvalError::Undecodable(error.to_string()))?;
         }
     }

@@ -340,7 +340,7 @@ impl Manifest {
         };
         // The apiserver refuses an object of a built-in kind that does not decode into its Go
         // type before any admission runs; so does check, with the apiserver's words.
-        crate::kubernetes::schema::decode::check_object(&kind, &object)
+        crate::kubernetes::schema::decode::check_object(&kind, (&object).into())
             .map_err(|error| InputError::at(source, error.to_string()))?;
         Ok(Manifest {
             kind,

@@ -34,6 +34,7 @@ use super::quantity::{QuantityError, check_quantity};
 use super::time::check_time;
 use super::{Field, IntKind, Node, NodeKind, Origin, Schema};
 use crate::admission::GroupVersionKind;
+use crate::admission::object_view::{JsonKind, JsonRead, JsonRef};
 
 /// The first type error of a manifest, worded as the apiserver words it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,11 +65,26 @@ impl std::error::Error for DecodeError {}
 /// does, returning the first type error. Schemas of custom resources are not decoded into a
 /// Go type by the apiserver, so nothing is checked for them.
 pub fn check_decode(schema: &Schema, object: &Value) -> Result<(), DecodeError> {
+    check_decode_json(schema, JsonRef::Tree(object))
+}
+
+/// [`check_decode`] of an object held as a [`JsonRef`]. An object in a view is answered as
+/// its decoded tree would be: a view also walks the earlier of duplicate members, which the
+/// tree drops, so where the view's walk fails the tree's answers.
+pub fn check_decode_json(schema: &Schema, object: JsonRef<'_>) -> Result<(), DecodeError> {
     if schema.origin() != Origin::BuiltIn {
         return Ok(());
     }
     let walker = Walker { schema };
-    match walker.value(object, &schema.root_node()) {
+    let root = schema.root_node();
+    let walked = match object {
+        JsonRef::Tree(value) => walker.value(value, &root),
+        JsonRef::View(node) => match walker.value(node, &root) {
+            Ok(()) => Ok(()),
+            Err(_) => return check_decode(schema, &node.to_value()),
+        },
+    };
+    match walked {
         Ok(()) => Ok(()),
         Err(broken) => {
             let (message, path) = broken.describe();
@@ -84,9 +100,9 @@ pub fn check_decode(schema: &Schema, object: &Value) -> Result<(), DecodeError> 
 
 /// [`check_decode`] for an object of kind `gvk`, with the built-in kind's schema; objects of
 /// kinds without one (custom resources) are not checked.
-pub fn check_object(gvk: &GroupVersionKind, object: &Value) -> Result<(), DecodeError> {
+pub fn check_object(gvk: &GroupVersionKind, object: JsonRef<'_>) -> Result<(), DecodeError> {
     match super::builtin(gvk) {
-        Some(schema) => check_decode(&schema, object),
+        Some(schema) => check_decode_json(&schema, object),
         None => Ok(()),
     }
 }
@@ -145,15 +161,16 @@ fn through<'s, 'v>(walked: Walked<'s, 'v>, step: Step<'s, 'v>) -> Walked<'s, 'v>
 }
 
 /// What `encoding/json` calls a JSON value in `cannot unmarshal <what>`.
-fn what(value: &Value) -> String {
-    match value {
-        Value::Null => "null".to_owned(),
-        Value::Bool(_) => "bool".to_owned(),
-        Value::Number(_) => "number".to_owned(),
-        Value::String(_) => "string".to_owned(),
-        Value::Array(_) => "array".to_owned(),
-        Value::Object(_) => "object".to_owned(),
+fn what<'v, J: JsonRead<'v>>(value: J) -> String {
+    match value.kind() {
+        JsonKind::Null => "null",
+        JsonKind::Bool => "bool",
+        JsonKind::Number => "number",
+        JsonKind::String => "string",
+        JsonKind::Array => "array",
+        JsonKind::Object => "object",
     }
+    .to_owned()
 }
 
 /// The integer a JSON number holds, if it is written as one (Go's `ParseInt` refuses `1.0`).
@@ -214,79 +231,82 @@ impl Broken<'_, '_> {
 /// Whether `value` decodes into `node` with nothing to walk or parse: the common leaves,
 /// checked here without a call.
 #[inline]
-fn plainly_valid(value: &Value, node: &Node) -> bool {
+fn plainly_valid<'v, J: JsonRead<'v>>(value: J, node: &Node) -> bool {
     matches!(
-        (&node.kind, value),
-        (_, Value::Null)
+        (&node.kind, value.kind()),
+        (_, JsonKind::Null)
             | (NodeKind::Any, _)
-            | (NodeKind::String | NodeKind::IntOrString, Value::String(_))
-            | (NodeKind::Boolean, Value::Bool(_))
-            | (NodeKind::Number, Value::Number(_))
+            | (NodeKind::String | NodeKind::IntOrString, JsonKind::String)
+            | (NodeKind::Boolean, JsonKind::Bool)
+            | (NodeKind::Number, JsonKind::Number)
     )
 }
 
 impl<'s> Walker<'s> {
-    fn value<'v>(&self, value: &'v Value, node: &'s Node) -> Walked<'s, 'v> {
-        if value.is_null() {
+    fn value<'v, J: JsonRead<'v>>(&self, value: J, node: &'s Node) -> Walked<'s, 'v> {
+        let kind = value.kind();
+        if kind == JsonKind::Null {
             return Ok(());
         }
+        let expect = |expected: JsonKind, go_type: &'s str| {
+            if kind == expected {
+                Ok(())
+            } else {
+                type_error(what(value), go_type)
+            }
+        };
         match &node.kind {
             NodeKind::Any => Ok(()),
-            NodeKind::String => match value {
-                Value::String(_) => Ok(()),
-                _ => type_error(what(value), &node.go_type),
-            },
+            NodeKind::String => expect(JsonKind::String, &node.go_type),
             // A []byte is a base64 string; the base64 decoder's error carries no context.
-            NodeKind::Bytes => match value {
-                Value::String(s) => match base64_error(s.as_bytes()) {
+            NodeKind::Bytes => match value.as_str() {
+                Some(s) => match base64_error(s.as_bytes()) {
                     None => Ok(()),
                     Some(offset) => {
                         plain_error(format!("illegal base64 data at input byte {offset}"))
                     }
                 },
-                _ => type_error(what(value), &node.go_type),
+                None => type_error(what(value), &node.go_type),
             },
-            NodeKind::Boolean => match value {
-                Value::Bool(_) => Ok(()),
-                _ => type_error(what(value), &node.go_type),
-            },
-            NodeKind::Number => match value {
-                Value::Number(_) => Ok(()),
-                _ => type_error(what(value), &node.go_type),
-            },
-            NodeKind::Integer(int) => match value {
-                Value::Number(n) => match integer(n) {
+            NodeKind::Boolean => expect(JsonKind::Bool, &node.go_type),
+            NodeKind::Number => expect(JsonKind::Number, &node.go_type),
+            NodeKind::Integer(int) => match value.as_number() {
+                Some(n) => match integer(&n) {
                     Some(i) if int.fits(i) => Ok(()),
                     _ => type_error(format!("number {n}"), &node.go_type),
                 },
-                _ => type_error(what(value), &node.go_type),
+                None => type_error(what(value), &node.go_type),
             },
             // IntOrString decodes a non-string into its int32, Time decodes into a string;
             // the decoder adds its field context to their errors.
-            NodeKind::IntOrString => match value {
-                Value::String(_) => Ok(()),
-                Value::Number(n) => match integer(n) {
+            NodeKind::IntOrString => match (kind, value.as_number()) {
+                (JsonKind::String, _) => Ok(()),
+                (_, Some(n)) => match integer(&n) {
                     Some(i) if IntKind::I32.fits(i) => Ok(()),
                     _ => type_error(format!("number {n}"), "int32"),
                 },
                 _ => type_error(what(value), "int32"),
             },
             // Time's own parse errors carry no context; MicroTime's layout is not checked.
-            NodeKind::Time => match value {
-                Value::String(s) if node.go_type == "v1.Time" => match check_time(s) {
+            NodeKind::Time => match value.as_str() {
+                Some(s) if node.go_type == "v1.Time" => match check_time(s) {
                     Ok(()) => Ok(()),
                     Err(message) => plain_error(message),
                 },
-                Value::String(_) => Ok(()),
-                _ => type_error(what(value), "string"),
+                Some(_) => Ok(()),
+                None => type_error(what(value), "string"),
             },
             // Quantity's decoder parses a string's contents, or else the raw JSON text; its
             // errors carry no field context.
             NodeKind::Quantity => {
-                let checked = match value {
-                    Value::String(s) => check_quantity(s.trim()),
-                    Value::Number(n) => check_quantity(&n.to_string()),
-                    Value::Bool(b) => check_quantity(&b.to_string()),
+                let checked = match kind {
+                    JsonKind::String => check_quantity(value.as_str().unwrap_or_default().trim()),
+                    JsonKind::Number => check_quantity(
+                        &value.as_number().map(|n| n.to_string()).unwrap_or_default(),
+                    ),
+                    JsonKind::Bool => {
+                        check_quantity(&value.as_bool().unwrap_or_default().to_string())
+                    }
                     _ => Err(QuantityError::FormatWrong),
                 };
                 match checked {
@@ -295,11 +315,11 @@ impl<'s> Walker<'s> {
                 }
             }
             NodeKind::Object(index) => {
-                let Value::Object(map) = value else {
+                if kind != JsonKind::Object {
                     return type_error(what(value), &node.go_type);
-                };
+                }
                 let object = self.schema.object(*index);
-                for (key, child) in map {
+                for (key, child) in value.members() {
                     // Unknown fields are dropped, not refused.
                     let Some(field) = object.field(key) else {
                         continue;
@@ -315,10 +335,10 @@ impl<'s> Walker<'s> {
                 Ok(())
             }
             NodeKind::Map { values, .. } => {
-                let Value::Object(map) = value else {
+                if kind != JsonKind::Object {
                     return type_error(what(value), &node.go_type);
-                };
-                for (key, child) in map {
+                }
+                for (key, child) in value.members() {
                     if plainly_valid(child, values) {
                         continue;
                     }
@@ -327,10 +347,10 @@ impl<'s> Walker<'s> {
                 Ok(())
             }
             NodeKind::List { items, .. } => {
-                let Value::Array(list) = value else {
+                if kind != JsonKind::Array {
                     return type_error(what(value), &node.go_type);
-                };
-                for (index, child) in list.iter().enumerate() {
+                }
+                for (index, child) in value.items().enumerate() {
                     if plainly_valid(child, items) {
                         continue;
                     }
@@ -391,6 +411,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::admission::object_view::ObjectView;
     use crate::kubernetes::schema::builtin;
 
     fn pod_schema() -> Schema {
@@ -406,10 +427,32 @@ mod tests {
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec})
     }
 
+    /// The error of `object`, read from its tree and from its view alike.
     fn error_of(object: &Value) -> String {
-        check_decode(&pod_schema(), object)
-            .expect_err("a type error")
-            .to_string()
+        let error = check_decode(&pod_schema(), object).expect_err("a type error");
+        let view = ObjectView::parse(&object.to_string()).expect("JSON");
+        assert_eq!(
+            check_decode_json(&pod_schema(), view.root().into()),
+            Err(error.clone())
+        );
+        error.to_string()
+    }
+
+    #[test]
+    fn a_view_with_duplicate_members_answers_as_its_tree() {
+        // The tree keeps the last `hostNetwork`; the view's walk also meets the first.
+        let text = r#"{"apiVersion": "v1", "kind": "Pod", "spec": {"hostNetwork": "yes",
+            "hostNetwork": true, "containers": []}}"#;
+        let view = ObjectView::parse(text).expect("JSON");
+        assert_eq!(check_decode_json(&pod_schema(), view.root().into()), Ok(()));
+        let text = text.replace("true", "1");
+        let view = ObjectView::parse(&text).expect("JSON");
+        let tree: Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(
+            check_decode_json(&pod_schema(), view.root().into()),
+            check_decode(&pod_schema(), &tree)
+        );
+        assert!(check_decode(&pod_schema(), &tree).is_err());
     }
 
     #[test]
@@ -423,6 +466,8 @@ mod tests {
             "priority": null
         }));
         assert_eq!(check_decode(&pod_schema(), &object), Ok(()));
+        let view = ObjectView::parse(&object.to_string()).expect("JSON");
+        assert_eq!(check_decode_json(&pod_schema(), view.root().into()), Ok(()));
     }
 
     #[test]
@@ -434,13 +479,16 @@ mod tests {
         };
         let bad = json!({"spec": {"replicas": "3"}});
         assert_eq!(
-            check_object(&gvk("apps", "Deployment"), &bad)
+            check_object(&gvk("apps", "Deployment"), (&bad).into())
                 .unwrap_err()
                 .to_string(),
             "Deployment in version \"v1\" cannot be handled as a Deployment: json: cannot \
              unmarshal string into Go struct field DeploymentSpec.spec.replicas of type int32"
         );
-        assert_eq!(check_object(&gvk("example.com", "Widget"), &bad), Ok(()));
+        assert_eq!(
+            check_object(&gvk("example.com", "Widget"), (&bad).into()),
+            Ok(())
+        );
     }
 
     #[test]
