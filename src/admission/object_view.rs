@@ -7,8 +7,8 @@
 //! refused exactly as before; building appends to the two buffers and dropping frees them,
 //! where a `Value` allocates, and frees, every string, key, list and map node.
 //!
-//! Reads follow `Value`'s: [`Node::get`] answers the last of duplicate members, as a decoded
-//! map keeps it. [`Node::members`] gives every member in document order, duplicates included,
+//! Reads follow `Value`'s: [`JsonRead::get`] answers the last of duplicate members, as a decoded
+//! map keeps it. [`JsonRead::members`] gives every member in document order, duplicates included,
 //! so a walk of the view visits what a walk of the `Value` visits and possibly more, never
 //! less. [`Node::to_value`] builds the `Value` for readers that need one.
 //!
@@ -74,14 +74,14 @@ enum Slot {
     NegInt(i64),
     Float(f64),
     Str(Span),
-    /// `end`: the index after the container's last descendant; `len`: its items or members.
+    /// `end`: the index after the list's last descendant; `len`: its items.
     Array {
         end: u32,
         len: u32,
     },
+    /// `end`: the index after the map's last descendant.
     Object {
         end: u32,
-        len: u32,
     },
 }
 
@@ -151,117 +151,6 @@ impl<'a> Node<'a> {
         self.view.slot(self.index)
     }
 
-    /// What kind of value this is.
-    pub fn kind(self) -> JsonKind {
-        match self.slot() {
-            Slot::Null => JsonKind::Null,
-            Slot::Bool(_) => JsonKind::Bool,
-            Slot::PosInt(_) | Slot::NegInt(_) | Slot::Float(_) => JsonKind::Number,
-            Slot::Str(_) => JsonKind::String,
-            Slot::Array { .. } => JsonKind::Array,
-            Slot::Object { .. } => JsonKind::Object,
-        }
-    }
-
-    /// The member `key` of an object (the last, if the key is written more than once).
-    pub fn get(self, key: &str) -> Option<Node<'a>> {
-        let Slot::Object { end, .. } = self.slot() else {
-            return None;
-        };
-        let view = self.view;
-        let mut found = None;
-        let mut index = self.index + 1;
-        while index < end {
-            let entry = &view.entries[index as usize];
-            if entry.key.len() == key.len() && view.text(entry.key) == key {
-                found = Some(index);
-            }
-            index = view.end_of(index);
-        }
-        found.map(|index| Node { view, index })
-    }
-
-    /// The string, if this is one.
-    pub fn as_str(self) -> Option<&'a str> {
-        match self.slot() {
-            Slot::Str(span) => Some(self.view.text(span)),
-            _ => None,
-        }
-    }
-
-    /// The boolean, if this is one.
-    pub fn as_bool(self) -> Option<bool> {
-        match self.slot() {
-            Slot::Bool(b) => Some(b),
-            _ => None,
-        }
-    }
-
-    /// The number, as serde_json holds it, if this is one.
-    pub fn as_number(self) -> Option<Number> {
-        match self.slot() {
-            Slot::PosInt(u) => Some(Number::from(u)),
-            Slot::NegInt(i) => Some(Number::from(i)),
-            Slot::Float(f) => Number::from_f64(f),
-            _ => None,
-        }
-    }
-
-    /// The number as an `i64`, as [`Value::as_i64`] gives it.
-    pub fn as_i64(self) -> Option<i64> {
-        match self.slot() {
-            Slot::PosInt(u) => i64::try_from(u).ok(),
-            Slot::NegInt(i) => Some(i),
-            _ => None,
-        }
-    }
-
-    /// Whether this is `null`.
-    pub fn is_null(self) -> bool {
-        matches!(self.slot(), Slot::Null)
-    }
-
-    /// How many items or members a list or map has (duplicate members each count); 0 for
-    /// any other value.
-    pub fn len(self) -> usize {
-        match self.slot() {
-            Slot::Array { len, .. } | Slot::Object { len, .. } => len as usize,
-            _ => 0,
-        }
-    }
-
-    /// Whether [`Node::len`] is 0.
-    pub fn is_empty(self) -> bool {
-        self.len() == 0
-    }
-
-    /// The items of a list in order; nothing for any other value.
-    pub fn items(self) -> Items<'a> {
-        let end = match self.slot() {
-            Slot::Array { end, .. } => end,
-            _ => self.index + 1,
-        };
-        Items {
-            view: self.view,
-            next: self.index + 1,
-            end,
-        }
-    }
-
-    /// The members of a map in document order, duplicates included; nothing for any other
-    /// value.
-    pub fn members(self) -> Members<'a> {
-        let end = match self.slot() {
-            Slot::Object { end, .. } => end,
-            _ => self.index + 1,
-        };
-        Members(Items {
-            view: self.view,
-            next: self.index + 1,
-            end,
-        })
-    }
-
     /// This value as a [`Value`], built as serde_json would have decoded it.
     pub fn to_value(self) -> Value {
         match self.slot() {
@@ -287,7 +176,7 @@ impl<'a> Node<'a> {
     }
 }
 
-/// The items of a list: [`Node::items`].
+/// The items of a list: [`JsonRead::items`] of a [`Node`].
 #[derive(Clone)]
 pub struct Items<'a> {
     view: &'a ObjectView,
@@ -311,7 +200,7 @@ impl<'a> Iterator for Items<'a> {
     }
 }
 
-/// The members of a map: [`Node::members`].
+/// The members of a map: [`JsonRead::members`] of a [`Node`].
 #[derive(Clone)]
 pub struct Members<'a>(Items<'a>);
 
@@ -414,33 +303,79 @@ impl<'a> JsonRead<'a> for Node<'a> {
     type Items = Items<'a>;
     type Members = Members<'a>;
 
-    #[inline]
     fn kind(self) -> JsonKind {
-        Node::kind(self)
+        match self.slot() {
+            Slot::Null => JsonKind::Null,
+            Slot::Bool(_) => JsonKind::Bool,
+            Slot::PosInt(_) | Slot::NegInt(_) | Slot::Float(_) => JsonKind::Number,
+            Slot::Str(_) => JsonKind::String,
+            Slot::Array { .. } => JsonKind::Array,
+            Slot::Object { .. } => JsonKind::Object,
+        }
     }
-    #[inline]
-    fn get(self, key: &str) -> Option<Self> {
-        Node::get(self, key)
+
+    fn get(self, key: &str) -> Option<Node<'a>> {
+        let Slot::Object { end, .. } = self.slot() else {
+            return None;
+        };
+        let view = self.view;
+        let mut found = None;
+        let mut index = self.index + 1;
+        while index < end {
+            let entry = &view.entries[index as usize];
+            if entry.key.len() == key.len() && view.text(entry.key) == key {
+                found = Some(index);
+            }
+            index = view.end_of(index);
+        }
+        found.map(|index| Node { view, index })
     }
-    #[inline]
+
     fn as_str(self) -> Option<&'a str> {
-        Node::as_str(self)
+        match self.slot() {
+            Slot::Str(span) => Some(self.view.text(span)),
+            _ => None,
+        }
     }
-    #[inline]
+
     fn as_bool(self) -> Option<bool> {
-        Node::as_bool(self)
+        match self.slot() {
+            Slot::Bool(b) => Some(b),
+            _ => None,
+        }
     }
-    #[inline]
+
     fn as_number(self) -> Option<Number> {
-        Node::as_number(self)
+        match self.slot() {
+            Slot::PosInt(u) => Some(Number::from(u)),
+            Slot::NegInt(i) => Some(Number::from(i)),
+            Slot::Float(f) => Number::from_f64(f),
+            _ => None,
+        }
     }
-    #[inline]
+
     fn items(self) -> Items<'a> {
-        Node::items(self)
+        let end = match self.slot() {
+            Slot::Array { end, .. } => end,
+            _ => self.index + 1,
+        };
+        Items {
+            view: self.view,
+            next: self.index + 1,
+            end,
+        }
     }
-    #[inline]
+
     fn members(self) -> Members<'a> {
-        Node::members(self)
+        let end = match self.slot() {
+            Slot::Object { end, .. } => end,
+            _ => self.index + 1,
+        };
+        Members(Items {
+            view: self.view,
+            next: self.index + 1,
+            end,
+        })
     }
 }
 
@@ -463,143 +398,6 @@ impl<'a> From<&'a Value> for JsonRef<'a> {
 impl<'a> From<Node<'a>> for JsonRef<'a> {
     fn from(node: Node<'a>) -> Self {
         JsonRef::View(node)
-    }
-}
-
-impl<'a> JsonRef<'a> {
-    /// What kind of value this is.
-    pub fn kind(self) -> JsonKind {
-        match self {
-            JsonRef::Tree(value) => match value {
-                Value::Null => JsonKind::Null,
-                Value::Bool(_) => JsonKind::Bool,
-                Value::Number(_) => JsonKind::Number,
-                Value::String(_) => JsonKind::String,
-                Value::Array(_) => JsonKind::Array,
-                Value::Object(_) => JsonKind::Object,
-            },
-            JsonRef::View(node) => node.kind(),
-        }
-    }
-
-    /// The member `key` of a map (the last, if written more than once).
-    pub fn get(self, key: &str) -> Option<JsonRef<'a>> {
-        match self {
-            JsonRef::Tree(value) => value.get(key).map(JsonRef::Tree),
-            JsonRef::View(node) => node.get(key).map(JsonRef::View),
-        }
-    }
-
-    /// The string, if this is one.
-    pub fn as_str(self) -> Option<&'a str> {
-        match self {
-            JsonRef::Tree(value) => value.as_str(),
-            JsonRef::View(node) => node.as_str(),
-        }
-    }
-
-    /// The boolean, if this is one.
-    pub fn as_bool(self) -> Option<bool> {
-        match self {
-            JsonRef::Tree(value) => value.as_bool(),
-            JsonRef::View(node) => node.as_bool(),
-        }
-    }
-
-    /// The number as an `i64`, if it is one that fits.
-    pub fn as_i64(self) -> Option<i64> {
-        match self {
-            JsonRef::Tree(value) => value.as_i64(),
-            JsonRef::View(node) => node.as_i64(),
-        }
-    }
-
-    /// The number, if this is one.
-    pub fn as_number(self) -> Option<Number> {
-        match self {
-            JsonRef::Tree(Value::Number(number)) => Some(number.clone()),
-            JsonRef::Tree(_) => None,
-            JsonRef::View(node) => node.as_number(),
-        }
-    }
-
-    /// Whether this is `null`.
-    pub fn is_null(self) -> bool {
-        match self {
-            JsonRef::Tree(value) => value.is_null(),
-            JsonRef::View(node) => node.is_null(),
-        }
-    }
-
-    /// The items of a list; nothing for any other value.
-    pub fn items(self) -> JsonItems<'a> {
-        match self {
-            JsonRef::Tree(value) => {
-                JsonItems::Tree(value.as_array().map_or([].iter(), |items| items.iter()))
-            }
-            JsonRef::View(node) => JsonItems::View(node.items()),
-        }
-    }
-
-    /// The members of a map; nothing for any other value. A tree's come in key order, a
-    /// view's in document order with duplicates (see the module docs).
-    pub fn members(self) -> JsonMembers<'a> {
-        match self {
-            JsonRef::Tree(value) => JsonMembers::Tree(JsonRead::members(value)),
-            JsonRef::View(node) => JsonMembers::View(node.members()),
-        }
-    }
-
-    /// The value as a [`Value`] (a copy).
-    pub fn to_value(self) -> Value {
-        match self {
-            JsonRef::Tree(value) => value.clone(),
-            JsonRef::View(node) => node.to_value(),
-        }
-    }
-}
-
-/// The items of a list: [`JsonRef::items`].
-#[derive(Clone)]
-pub enum JsonItems<'a> {
-    /// A tree's.
-    Tree(std::slice::Iter<'a, Value>),
-    /// A view's.
-    View(Items<'a>),
-}
-
-impl<'a> Iterator for JsonItems<'a> {
-    type Item = JsonRef<'a>;
-
-    fn next(&mut self) -> Option<JsonRef<'a>> {
-        match self {
-            JsonItems::Tree(items) => items.next().map(JsonRef::Tree),
-            JsonItems::View(items) => items.next().map(JsonRef::View),
-        }
-    }
-}
-
-/// The members of a map: [`JsonRef::members`].
-#[derive(Clone)]
-pub enum JsonMembers<'a> {
-    /// A tree's.
-    Tree(TreeMembers<'a>),
-    /// A view's.
-    View(Members<'a>),
-}
-
-impl<'a> Iterator for JsonMembers<'a> {
-    type Item = (&'a str, JsonRef<'a>);
-
-    fn next(&mut self) -> Option<(&'a str, JsonRef<'a>)> {
-        match self {
-            JsonMembers::Tree(members) => members
-                .next()
-                .map(|(key, value)| (key, JsonRef::Tree(value))),
-            JsonMembers::View(members) => {
-                members.next().map(|(key, node)| (key, JsonRef::View(node)))
-            }
-        }
     }
 }
 
@@ -754,16 +552,14 @@ impl<'de> Visitor<'de> for ViewSeed<'_> {
             view: &mut *view,
             key: self.key,
         }
-        .push(Slot::Object { end: 0, len: 0 })?;
-        let mut len: u32 = 0;
+        .push(Slot::Object { end: 0 })?;
         while let Some(key) = map.next_key_seed(KeySeed { view: &mut *view })? {
             map.next_value_seed(ViewSeed {
                 view: &mut *view,
                 key,
             })?;
-            len += 1;
         }
-        close(view, at, |end| Slot::Object { end, len })
+        close(view, at, |end| Slot::Object { end })
     }
 }
 
@@ -811,15 +607,13 @@ mod tests {
 
     /// Every value of `tree` read through the view at `node` reads the same.
     fn assert_reads_alike(node: Node<'_>, tree: &Value, path: &str) {
-        assert_eq!(node.kind(), JsonRef::Tree(tree).kind(), "{path}");
+        assert_eq!(node.kind(), tree.kind(), "{path}");
         assert_eq!(node.to_value(), *tree, "{path}");
         assert_eq!(node.as_str(), tree.as_str(), "{path}");
         assert_eq!(node.as_bool(), tree.as_bool(), "{path}");
-        assert_eq!(node.as_i64(), tree.as_i64(), "{path}");
-        assert_eq!(node.is_null(), tree.is_null(), "{path}");
+        assert_eq!(node.as_number(), JsonRead::as_number(tree), "{path}");
         match tree {
             Value::Array(items) => {
-                assert_eq!(node.len(), items.len(), "{path}");
                 assert_eq!(node.items().count(), items.len(), "{path}");
                 for (index, (item, tree_item)) in node.items().zip(items).enumerate() {
                     assert_reads_alike(item, tree_item, &format!("{path}[{index}]"));
@@ -839,7 +633,6 @@ mod tests {
                 assert!(node.get("no such member in any fixture").is_none());
             }
             _ => {
-                assert_eq!(node.len(), 0);
                 assert_eq!(node.items().count() + node.members().count(), 0);
                 assert!(node.get("a").is_none());
             }
@@ -889,10 +682,12 @@ mod tests {
         let root = view.root();
         assert_eq!(root.get("a").map(Node::to_value), Some(tree["a"].clone()));
         assert_eq!(root.to_value(), tree);
-        assert_eq!(root.len(), 4);
         let keys: Vec<&str> = root.members().map(|(key, _)| key).collect();
         assert_eq!(keys, ["a", "b", "a", "c"]);
-        assert_eq!(root.get("c").and_then(Node::as_i64), Some(-2));
+        assert_eq!(
+            root.get("c").and_then(JsonRead::as_number),
+            Some(Number::from(-2))
+        );
     }
 
     #[test]
@@ -920,29 +715,30 @@ mod tests {
     }
 
     #[test]
-    fn a_value_and_its_view_read_alike_through_json_ref() {
-        fn names(pod: JsonRef<'_>) -> Vec<&str> {
+    fn a_reader_written_once_reads_a_value_and_its_view_alike() {
+        fn names<'a, J: JsonRead<'a>>(pod: J) -> Vec<&'a str> {
             pod.get("spec")
                 .and_then(|spec| spec.get("containers"))
                 .into_iter()
-                .flat_map(JsonRef::items)
+                .flat_map(JsonRead::items)
                 .filter_map(|container| container.get("name")?.as_str())
+                .collect()
+        }
+        fn members<'a, J: JsonRead<'a>>(pod: J) -> Vec<(&'a str, JsonKind)> {
+            pod.get("spec")
+                .into_iter()
+                .flat_map(JsonRead::members)
+                .map(|(key, value)| (key, value.kind()))
                 .collect()
         }
         let text = r#"{"spec": {"containers": [{"name": "a"}, {"image": "x"}, {"name": "b"}]}}"#;
         let view = ObjectView::parse(text).expect("JSON");
         let tree: Value = serde_json::from_str(text).expect("JSON");
-        assert_eq!(names(view.root().into()), ["a", "b"]);
-        assert_eq!(names((&tree).into()), ["a", "b"]);
-        let members = |json: JsonRef<'_>| {
-            json.get("spec")
-                .into_iter()
-                .flat_map(JsonRef::members)
-                .map(|(key, value)| (key.to_owned(), value.kind()))
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(members(view.root().into()), members((&tree).into()));
-        assert_eq!(JsonRef::from(&tree).items().count(), 0);
-        assert_eq!(JsonRef::from(view.root()).members().count(), 1);
+        assert_eq!(names(view.root()), ["a", "b"]);
+        assert_eq!(names(&tree), ["a", "b"]);
+        assert_eq!(members(view.root()), members(&tree));
+        assert_eq!(members(view.root()), [("containers", JsonKind::Array)]);
+        assert_eq!(JsonRead::items(&tree).count(), 0);
+        assert_eq!(view.root().members().count(), 1);
     }
 }
