@@ -22,7 +22,7 @@ use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
 /// A JSON value decoded into one flat table (see the module docs).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ObjectView {
     entries: Vec<Entry>,
     text: String,
