@@ -214,8 +214,8 @@ impl<'a> Iterator for Members<'a> {
     }
 }
 
-/// What a reader needs of a JSON value, written once for a [`Value`], a view's [`Node`] and a
-/// [`JsonRef`] (the reader is compiled for each, so a tree reads as fast as before).
+/// What a reader needs of a JSON value, implemented by a [`Value`] and a view's [`Node`]: a
+/// reader generic over it is compiled for each, so a tree reads as fast as before.
 pub trait JsonRead<'a>: Copy + 'a {
     /// The items of a list.
     type Items: Iterator<Item = Self>;
@@ -379,8 +379,8 @@ impl<'a> JsonRead<'a> for Node<'a> {
     }
 }
 
-/// A JSON value to read, held as a [`Value`] or in an [`ObjectView`]: readers written for it
-/// read both.
+/// A JSON value held as a [`Value`] or in an [`ObjectView`], for a reader that takes either
+/// (and reads each through [`JsonRead`]).
 #[derive(Debug, Clone, Copy)]
 pub enum JsonRef<'a> {
     /// A value of a decoded tree.
