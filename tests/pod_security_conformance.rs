@@ -27,6 +27,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use portcullis::admission::{JsonRead, ObjectView};
 use portcullis::engine::pod_security::{
     CheckFailure, LATEST_MINOR, Level, LevelVersion, Version, check_pod, violation_message,
 };
@@ -261,9 +262,16 @@ fn upstream_fixtures() {
                     let pod: Value = serde_norway::from_str(&text)
                         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
                     let pod = as_admitted(&path, pod);
-                    let metadata = pod.get("metadata").unwrap_or(&Value::Null);
-                    let spec = pod.get("spec").unwrap_or(&Value::Null);
+                    let (metadata, spec) = (pod.get("metadata"), pod.get("spec"));
                     let failures = check_pod(level_version, metadata, spec);
+                    // The same pod read from an object view fails the same checks.
+                    let view = ObjectView::parse(&pod.to_string()).unwrap();
+                    let root = view.root();
+                    let from_view =
+                        check_pod(level_version, root.get("metadata"), root.get("spec"));
+                    if from_view != failures {
+                        problems.push(format!("{shown}: read from a view: {from_view:?}"));
+                    }
 
                     for other in &also {
                         let again = check_pod(*other, metadata, spec);
@@ -396,7 +404,9 @@ fn compliant_pods_are_checked_without_allocating() {
             ],
         },
     });
-    let (metadata, spec) = (&pod["metadata"], &pod["spec"]);
+    let (metadata, spec) = (pod.get("metadata"), pod.get("spec"));
+    let view = ObjectView::parse(&pod.to_string()).unwrap();
+    let (view_metadata, view_spec) = (view.root().get("metadata"), view.root().get("spec"));
     // The first check of the process resolves which checks run at every level and version
     // (a table kept for the process; a configuration resolves it when it is compiled).
     check_pod(
@@ -413,6 +423,11 @@ fn compliant_pods_are_checked_without_allocating() {
             let allocated = allocations_of(|| failures = check_pod(level_version, metadata, spec));
             assert_eq!(failures, [], "{level_version}");
             assert_eq!(allocated, 0, "{level_version} allocated");
+            let allocated = allocations_of(|| {
+                failures = check_pod(level_version, view_metadata, view_spec);
+            });
+            assert_eq!(failures, [], "{level_version}, from a view");
+            assert_eq!(allocated, 0, "{level_version} allocated, from a view");
         }
     }
 }

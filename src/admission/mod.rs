@@ -11,6 +11,7 @@ pub mod object_view;
 mod request;
 mod response;
 
+pub use object_view::{JsonKind, JsonRead, JsonRef, Node, ObjectView, unique_members};
 pub use request::{
     AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation, ParsedReview, ReviewError,
     ReviewVersion, UserInfo, WantedObjects, parse_review, parse_review_for,

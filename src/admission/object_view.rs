@@ -237,11 +237,66 @@ pub trait JsonRead<'a>: Copy + 'a {
     fn items(self) -> Self::Items;
     /// The members of a map; nothing for any other value.
     fn members(self) -> Self::Members;
+
+    /// Whether [`JsonRead::members`] gives each key once, in key order, as a decoded map
+    /// holds them.
+    const MEMBERS_UNIQUE: bool;
+
+    /// Whether this is `null`.
+    fn is_null(self) -> bool {
+        self.kind() == JsonKind::Null
+    }
+
+    /// The number as an `i64`, if it is one that fits (as [`Value::as_i64`]).
+    fn as_i64(self) -> Option<i64> {
+        self.as_number()?.as_i64()
+    }
+}
+
+/// The members of a map as a decoded `Value` holds them: each key once, with the value written
+/// last, in key order. A tree's members are that already, and so are a view's when written in
+/// key order, as Go writes maps; other views' members are sorted and reduced (allocating).
+pub fn unique_members<'a, J: JsonRead<'a>>(map: J) -> UniqueMembers<'a, J> {
+    if J::MEMBERS_UNIQUE || map.members().is_sorted_by(|a, b| a.0 < b.0) {
+        return UniqueMembers::Direct(map.members());
+    }
+    let mut members: Vec<(&'a str, J)> = map.members().collect();
+    // Stable: of equal keys, the one written last stays last.
+    members.sort_by(|a, b| a.0.cmp(b.0));
+    let mut unique: Vec<(&'a str, J)> = Vec::with_capacity(members.len());
+    for member in members {
+        match unique.last_mut() {
+            Some(last) if last.0 == member.0 => *last = member,
+            _ => unique.push(member),
+        }
+    }
+    UniqueMembers::Reduced(unique.into_iter())
+}
+
+/// The iterator of [`unique_members`].
+pub enum UniqueMembers<'a, J: JsonRead<'a>> {
+    /// A form whose members are unique already.
+    Direct(J::Members),
+    /// Members sorted and reduced.
+    Reduced(std::vec::IntoIter<(&'a str, J)>),
+}
+
+impl<'a, J: JsonRead<'a>> Iterator for UniqueMembers<'a, J> {
+    type Item = (&'a str, J);
+
+    fn next(&mut self) -> Option<(&'a str, J)> {
+        match self {
+            UniqueMembers::Direct(members) => members.next(),
+            UniqueMembers::Reduced(members) => members.next(),
+        }
+    }
 }
 
 impl<'a> JsonRead<'a> for &'a Value {
     type Items = std::slice::Iter<'a, Value>;
     type Members = TreeMembers<'a>;
+
+    const MEMBERS_UNIQUE: bool = true;
 
     #[inline]
     fn kind(self) -> JsonKind {
@@ -265,6 +320,14 @@ impl<'a> JsonRead<'a> for &'a Value {
     #[inline]
     fn as_bool(self) -> Option<bool> {
         Value::as_bool(self)
+    }
+    #[inline]
+    fn is_null(self) -> bool {
+        Value::is_null(self)
+    }
+    #[inline]
+    fn as_i64(self) -> Option<i64> {
+        Value::as_i64(self)
     }
     #[inline]
     fn as_number(self) -> Option<Number> {
@@ -302,6 +365,8 @@ impl<'a> Iterator for TreeMembers<'a> {
 impl<'a> JsonRead<'a> for Node<'a> {
     type Items = Items<'a>;
     type Members = Members<'a>;
+
+    const MEMBERS_UNIQUE: bool = false;
 
     fn kind(self) -> JsonKind {
         match self.slot() {

@@ -54,12 +54,13 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::pod::str_field;
+use super::pod::{PodJson, str_field};
 use super::templates::{
-    NULL, TemplateAt, at, extract_template, is_significant_pod_update, workload_template,
+    TemplateAt, at, extract_template, is_significant_pod_update, workload_template,
 };
 use super::text::go_quote;
 use super::{CheckFailure, Level, LevelVersion, Version, check_pod, violation_message};
+use crate::admission::JsonRead;
 use crate::admission::{AdmissionRequest, Operation};
 use crate::engine::{
     Decision, DenialStatus, Labels, NamespaceLookup, PolicyOutcome, ReadFailure, ResourceRule,
@@ -233,10 +234,8 @@ pub struct PodSecurityAdmission {
 }
 
 /// The labels of a Namespace object, read as Go decodes them (`null` values are `""`).
-fn object_label<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
-    at(object, &["metadata", "labels"])
-        .get(key)
-        .map(|value| value.as_str().unwrap_or(""))
+fn object_label<'a, J: JsonRead<'a>>(object: J, key: &str) -> Option<&'a str> {
+    at(object, &["metadata", "labels", key]).map(|value| value.as_str().unwrap_or(""))
 }
 
 /// Counts a Pod that fails Pod Security under one mode (enforce as `Deny`, `Audit`, `Warn`)
@@ -378,8 +377,8 @@ impl PodSecurityAdmission {
         !username.is_empty() && self.exempt_usernames.contains(username)
     }
 
-    fn exempt_runtime_class(&self, pod_spec: &Value) -> bool {
-        let runtime_class = str_field(pod_spec, "runtimeClassName");
+    fn exempt_runtime_class<'a, J: JsonRead<'a>>(&self, pod_spec: Option<J>) -> bool {
+        let runtime_class = pod_spec.map_or("", |spec| str_field(spec, "runtimeClassName"));
         !runtime_class.is_empty() && self.exempt_runtime_classes.contains(runtime_class)
     }
 
@@ -499,8 +498,8 @@ impl PodSecurityAdmission {
                 }
             }
             Operation::Update => {
-                let old = request.old_object.as_ref().unwrap_or(&NULL);
-                let (old_policy, old_errors) = self.resolve_policy(|key| object_label(old, key));
+                let old = request.old_object.as_ref();
+                let (old_policy, old_errors) = self.resolve_policy(|key| object_label(old?, key));
                 // Labels that were already invalid in the same way may stay.
                 if !errors.is_empty() && (old_errors.is_empty() || errors != old_errors) {
                     refuse(decision);
@@ -556,7 +555,9 @@ impl PodSecurityAdmission {
                 modes.push(format!("{name}={level_version}"));
             }
         }
-        let name = str_field(at(namespace, &["metadata"]), "name");
+        let name = at(namespace, &["metadata", "name"])
+            .and_then(JsonRead::as_str)
+            .unwrap_or("");
         Some(format!(
             "namespace {} is exempt from Pod Security, and the policy ({}) will be ignored",
             go_quote(name),
@@ -635,7 +636,7 @@ impl PodSecurityAdmission {
         {
             return;
         }
-        let (metadata, spec) = (at(pod, &["metadata"]), at(pod, &["spec"]));
+        let (metadata, spec) = (pod.get("metadata"), pod.get("spec"));
         self.evaluate_pod(&policy, &errors, metadata, spec, true, decision);
     }
 
@@ -711,12 +712,13 @@ impl PodSecurityAdmission {
 
     /// Upstream's `EvaluatePod`: the enforce level only when `enforce`; each level and version
     /// checked once however many modes share it; no warning on a request being refused.
-    fn evaluate_pod(
+    #[allow(clippy::too_many_arguments)]
+    fn evaluate_pod<'a, J: PodJson<'a>>(
         &self,
         policy: &NamespacePolicy,
         errors: &[LabelError],
-        metadata: &Value,
-        spec: &Value,
+        metadata: Option<J>,
+        spec: Option<J>,
         enforce: bool,
         decision: &mut Decision,
     ) {
@@ -796,7 +798,12 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::admission::ObjectView;
     use crate::engine::pod_security::ConfigError;
+
+    fn view(value: &Value) -> ObjectView {
+        ObjectView::parse(&value.to_string()).unwrap()
+    }
 
     fn lv(text: &str) -> LevelVersion {
         text.parse().unwrap()
@@ -1045,6 +1052,17 @@ mod tests {
 
     #[test]
     fn significant_pod_updates() {
+        // Read as trees and as views alike.
+        let significant = |pod: &Value, old: &Value| {
+            let answer = is_significant_pod_update(pod, old);
+            let (pod_view, old_view) = (view(pod), view(old));
+            assert_eq!(
+                is_significant_pod_update(pod_view.root(), old_view.root()),
+                answer,
+                "{pod} after {old}"
+            );
+            answer
+        };
         let pod = |spec: Value| json!({"metadata": {"labels": {"a": "1"}}, "spec": spec});
         let base = json!({
             "initContainers": [{"name": "i", "image": "init:1"}],
@@ -1055,10 +1073,10 @@ mod tests {
         let changed = |edit: &dyn Fn(&mut Value)| {
             let mut spec = base.clone();
             edit(&mut spec);
-            is_significant_pod_update(&pod(spec), &old)
+            significant(&pod(spec), &old)
         };
         assert!(!changed(&|_| {}));
-        assert!(!is_significant_pod_update(
+        assert!(!significant(
             &json!({"metadata": {"labels": {"a": "2"}}, "spec": base}),
             &old
         ));
@@ -1082,10 +1100,7 @@ mod tests {
             .as_array_mut()
             .unwrap()
             .push(json!({"name": "f", "image": "debug:1"}))));
-        assert!(!is_significant_pod_update(
-            &json!({}),
-            &json!({"spec": null})
-        ));
+        assert!(!significant(&json!({}), &json!({"spec": null})));
     }
 
     #[test]
@@ -1093,21 +1108,21 @@ mod tests {
         let spec = json!({"template": {"metadata": {"labels": {"a": "b"}}, "spec": {"x": 1}}});
         let deployment = json!({ "spec": spec });
         let (metadata, pod_spec) = extract_template(&deployment, TemplateAt::Spec).unwrap();
-        assert_eq!(metadata, &json!({"labels": {"a": "b"}}));
-        assert_eq!(pod_spec, &json!({"x": 1}));
+        assert_eq!(metadata, Some(&json!({"labels": {"a": "b"}})));
+        assert_eq!(pod_spec, Some(&json!({"x": 1})));
         let cron = json!({"spec": {"jobTemplate": {"spec": spec}}});
         assert_eq!(
             extract_template(&cron, TemplateAt::CronJob).unwrap().1,
-            &json!({"x": 1})
+            Some(&json!({"x": 1}))
         );
         assert_eq!(
             extract_template(&spec, TemplateAt::Template).unwrap().1,
-            &json!({"x": 1})
+            Some(&json!({"x": 1}))
         );
         // Value types in Go: a missing template is an empty one ...
         assert_eq!(
             extract_template(&json!({}), TemplateAt::Spec),
-            Some((&NULL, &NULL))
+            Some((None, None))
         );
         // ... except ReplicationController's, a pointer.
         assert_eq!(
@@ -1214,8 +1229,8 @@ mod tests {
         admission.evaluate_pod(
             &admission.defaults(),
             &[],
-            &NULL,
-            &spec,
+            None,
+            Some(&spec),
             true,
             &mut decision,
         );
@@ -1234,8 +1249,8 @@ mod tests {
         admission.evaluate_pod(
             &admission.defaults(),
             &[],
-            &NULL,
-            &spec,
+            None,
+            Some(&spec),
             false,
             &mut decision,
         );

@@ -3,7 +3,9 @@
 //! container) or by the deprecated `container.apparmor.security.beta.kubernetes.io/*`
 //! annotations.
 
-use super::pod::{PodView, field, str_field};
+use crate::admission::JsonRead;
+
+use super::pod::{Form, PodView, field, str_field};
 use super::registry::Forbidden;
 use super::text::{containers_phrase, go_quote, join_quote, pluralize, sorted_unique};
 
@@ -18,13 +20,13 @@ fn allowed_annotation(value: &str) -> bool {
 }
 
 /// The profile type a security context sets, if it sets a forbidden one.
-fn forbidden_type(security_context: Option<&serde_json::Value>) -> Option<&str> {
+fn forbidden_type<'a, J: JsonRead<'a>>(security_context: Option<J>) -> Option<&'a str> {
     let profile = field(security_context?, "appArmorProfile")?;
     let profile_type = str_field(profile, "type");
     (!allowed_type(profile_type)).then_some(profile_type)
 }
 
-pub(super) fn v1_0(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn v1_0<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     let mut setters: Vec<String> = Vec::new();
     let mut values: Vec<&str> = Vec::new();
     if let Some(profile_type) = forbidden_type(pod.security_context()) {
@@ -77,6 +79,7 @@ mod tests {
     use serde_json::json;
 
     use super::super::pod::run;
+    use super::super::registry::forms;
     use super::*;
 
     const ONE: &str = "forbidden AppArmor profile";
@@ -149,7 +152,11 @@ mod tests {
         ];
         for (metadata, spec, want) in cases {
             let want = want.map(|(reason, detail)| (reason, detail.to_owned()));
-            assert_eq!(run(v1_0, &metadata, &spec), want, "{metadata} {spec}");
+            assert_eq!(
+                run(forms!(v1_0), &metadata, &spec),
+                want,
+                "{metadata} {spec}"
+            );
         }
     }
 }

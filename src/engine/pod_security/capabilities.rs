@@ -6,7 +6,7 @@
 //!   container must drop `ALL` and may add only `NET_BIND_SERVICE`. From v1.25 Windows pods are
 //!   exempt.
 
-use super::pod::{PodView, str_list};
+use super::pod::{Form, PodView, str_list};
 use super::registry::Forbidden;
 use super::text::{containers_phrase, join_quote, sorted_unique};
 
@@ -27,7 +27,7 @@ const DEFAULT_SET: [&str; 13] = [
     "SYS_CHROOT",
 ];
 
-pub(super) fn baseline_v1_0(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn baseline_v1_0<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     let mut containers: Vec<&str> = Vec::new();
     let mut added: Vec<&str> = Vec::new();
     for container in pod.containers() {
@@ -53,7 +53,7 @@ pub(super) fn baseline_v1_0(pod: &PodView<'_>) -> Option<Forbidden> {
     ))
 }
 
-pub(super) fn restricted_v1_22(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn restricted_v1_22<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     let mut missing_drop_all: Vec<&str> = Vec::new();
     let mut adding: Vec<&str> = Vec::new();
     let mut added: Vec<&str> = Vec::new();
@@ -94,7 +94,7 @@ pub(super) fn restricted_v1_22(pod: &PodView<'_>) -> Option<Forbidden> {
     ))
 }
 
-pub(super) fn restricted_v1_25(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn restricted_v1_25<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     if pod.is_windows() {
         return None;
     }
@@ -106,6 +106,7 @@ mod tests {
     use serde_json::json;
 
     use super::super::pod::run;
+    use super::super::registry::forms;
     use super::*;
 
     #[test]
@@ -114,7 +115,7 @@ mod tests {
             {"name": "a"},
             {"name": "b", "securityContext": {"capabilities": {"add": ["CHOWN", "NET_BIND_SERVICE"], "drop": ["ALL"]}}},
         ]});
-        assert_eq!(run(baseline_v1_0, &json!({}), &pass), None);
+        assert_eq!(run(forms!(baseline_v1_0), &json!({}), &pass), None);
         let fail = json!({
             "initContainers": [{"name": "i", "securityContext": {"capabilities": {"add": ["SYS_ADMIN", "CHOWN"]}}}],
             "containers": [
@@ -123,7 +124,7 @@ mod tests {
             ],
         });
         assert_eq!(
-            run(baseline_v1_0, &json!({}), &fail),
+            run(forms!(baseline_v1_0), &json!({}), &fail),
             Some((
                 "non-default capabilities",
                 r#"containers "i", "a", "b" must not include "NET_RAW", "SYS_ADMIN", "chown" in securityContext.capabilities.add"#
@@ -164,11 +165,19 @@ mod tests {
         ];
         for (spec, detail) in cases {
             let want = detail.map(|d| (reason, d.to_owned()));
-            assert_eq!(run(restricted_v1_22, &json!({}), &spec), want, "{spec}");
-            assert_eq!(run(restricted_v1_25, &json!({}), &spec), want, "{spec}");
+            assert_eq!(
+                run(forms!(restricted_v1_22), &json!({}), &spec),
+                want,
+                "{spec}"
+            );
+            assert_eq!(
+                run(forms!(restricted_v1_25), &json!({}), &spec),
+                want,
+                "{spec}"
+            );
         }
         let windows = json!({"os": {"name": "windows"}, "containers": [{"name": "a"}]});
-        assert!(run(restricted_v1_22, &json!({}), &windows).is_some());
-        assert_eq!(run(restricted_v1_25, &json!({}), &windows), None);
+        assert!(run(forms!(restricted_v1_22), &json!({}), &windows).is_some());
+        assert_eq!(run(forms!(restricted_v1_25), &json!({}), &windows), None);
     }
 }

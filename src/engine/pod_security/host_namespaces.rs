@@ -1,11 +1,11 @@
 //! `hostNamespaces` (baseline, from v1.0): pods must not share the host's network, PID or IPC
 //! namespace.
 
-use super::pod::{PodView, bool_field};
+use super::pod::{Form, PodView, bool_field};
 use super::registry::Forbidden;
 
-pub(super) fn v1_0(pod: &PodView<'_>) -> Option<Forbidden> {
-    let spec = pod.spec();
+pub(super) fn v1_0<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
+    let spec = pod.spec()?;
     let shared = [
         ("hostNetwork", "hostNetwork=true"),
         ("hostPID", "hostPID=true"),
@@ -26,6 +26,7 @@ mod tests {
     use serde_json::json;
 
     use super::super::pod::run;
+    use super::super::registry::forms;
     use super::*;
 
     #[test]
@@ -42,7 +43,7 @@ mod tests {
         ];
         for (spec, detail) in cases {
             let want = detail.map(|d| ("host namespaces", d.to_owned()));
-            assert_eq!(run(v1_0, &json!({}), &spec), want, "{spec}");
+            assert_eq!(run(forms!(v1_0), &json!({}), &spec), want, "{spec}");
         }
     }
 }

@@ -1,15 +1,14 @@
 //! `hostPathVolumes` (baseline, from v1.0): no `hostPath` volumes. At restricted,
 //! `restrictedVolumes` replaces it.
 
-use super::pod::{PodView, field, str_field};
+use super::pod::{Form, PodView, field, str_field};
 use super::registry::Forbidden;
 use super::text::{join_quote, pluralize};
 
-pub(super) fn v1_0(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn v1_0<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     let volumes: Vec<&str> = pod
         .volumes()
-        .iter()
-        .filter(|volume| field(volume, "hostPath").is_some())
+        .filter(|volume| field(*volume, "hostPath").is_some())
         .map(|volume| str_field(volume, "name"))
         .collect();
     if volumes.is_empty() {
@@ -30,6 +29,7 @@ mod tests {
     use serde_json::json;
 
     use super::super::pod::run;
+    use super::super::registry::forms;
     use super::*;
 
     #[test]
@@ -55,7 +55,7 @@ mod tests {
         ];
         for (spec, detail) in cases {
             let want = detail.map(|d| ("hostPath volumes", d.to_owned()));
-            assert_eq!(run(v1_0, &json!({}), &spec), want, "{spec}");
+            assert_eq!(run(forms!(v1_0), &json!({}), &spec), want, "{spec}");
         }
     }
 }

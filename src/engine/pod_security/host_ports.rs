@@ -1,18 +1,17 @@
 //! `hostPorts` (baseline, from v1.0): containers must not use host ports (`hostPort` unset or
 //! 0).
 
-use super::pod::{PodView, int_field, list};
+use super::pod::{Form, PodView, int_field, list};
 use super::registry::Forbidden;
 use super::text::{containers_phrase, pluralize, sorted_unique};
 
-pub(super) fn v1_0(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn v1_0<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     let mut containers: Vec<&str> = Vec::new();
     let mut ports: Vec<String> = Vec::new();
     for container in pod.containers() {
         let before = ports.len();
         ports.extend(
             list(container.json(), "ports")
-                .iter()
                 .filter_map(|port| int_field(port, "hostPort"))
                 .filter(|host_port| *host_port != 0)
                 .map(|host_port| host_port.to_string()),
@@ -43,6 +42,7 @@ mod tests {
     use serde_json::json;
 
     use super::super::pod::run;
+    use super::super::registry::forms;
     use super::*;
 
     #[test]
@@ -74,7 +74,7 @@ mod tests {
         ];
         for (spec, detail) in cases {
             let want = detail.map(|d| ("hostPort", d.to_owned()));
-            assert_eq!(run(v1_0, &json!({}), &spec), want, "{spec}");
+            assert_eq!(run(forms!(v1_0), &json!({}), &spec), want, "{spec}");
         }
     }
 }

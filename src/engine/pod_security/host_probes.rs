@@ -2,14 +2,14 @@
 //! lifecycle handlers (`postStart`, `preStop`) must not set `host`, which would let the kubelet
 //! reach other hosts on the pod's behalf.
 
-use serde_json::Value;
+use crate::admission::JsonRead;
 
-use super::pod::{PodView, field, str_field};
+use super::pod::{Form, PodView, field, str_field};
 use super::registry::Forbidden;
 use super::text::{join_quote, pluralize, sorted_unique};
 
 /// The hosts an action set (`httpGet` then `tcpSocket`), as far as they are not empty.
-fn hosts(handler: Option<&Value>) -> impl Iterator<Item = &str> {
+fn hosts<'a, J: JsonRead<'a>>(handler: Option<J>) -> impl Iterator<Item = &'a str> {
     ["httpGet", "tcpSocket"]
         .into_iter()
         .filter_map(move |action| field(handler?, action))
@@ -17,7 +17,7 @@ fn hosts(handler: Option<&Value>) -> impl Iterator<Item = &str> {
         .filter(|host| !host.is_empty())
 }
 
-pub(super) fn v1_34(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn v1_34<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     let mut containers: Vec<&str> = Vec::new();
     let mut forbidden: Vec<&str> = Vec::new();
     for container in pod.containers() {
@@ -66,6 +66,7 @@ mod tests {
     use serde_json::json;
 
     use super::super::pod::run;
+    use super::super::registry::forms;
     use super::*;
 
     #[test]
@@ -106,7 +107,7 @@ mod tests {
         ];
         for (spec, detail) in cases {
             let want = detail.map(|d| ("probe or lifecycle host", d.to_owned()));
-            assert_eq!(run(v1_34, &json!({}), &spec), want, "{spec}");
+            assert_eq!(run(forms!(v1_34), &json!({}), &spec), want, "{spec}");
         }
     }
 }

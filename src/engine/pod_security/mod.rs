@@ -14,8 +14,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use serde_json::Value;
-
 mod admission;
 mod apparmor;
 mod capabilities;
@@ -46,7 +44,8 @@ pub use admission::{
 };
 pub use configuration::ConfigError;
 
-use pod::PodView;
+pub use pod::PodJson;
+use pod::{Form, PodView};
 
 /// The newest policy minor version whose checks differ from the one before (`v1.37`).
 /// Newer versions and `latest` evaluate as this one.
@@ -212,19 +211,29 @@ pub struct CheckFailure {
 ///
 /// `pod_metadata` is the pod's (or pod template's) `metadata`: the seccomp annotations of
 /// policies before v1.19 and the AppArmor annotations are read from it. `pod_spec` is the
-/// PodSpec.
-pub fn check_pod(
+/// PodSpec. Either is `None` when missing. Both are read from a decoded tree (`&Value`) or an
+/// object view ([`Node`](crate::admission::Node)) alike.
+pub fn check_pod<'a, J: PodJson<'a>>(
     level_version: LevelVersion,
-    pod_metadata: &Value,
-    pod_spec: &Value,
+    pod_metadata: Option<J>,
+    pod_spec: Option<J>,
+) -> Vec<CheckFailure> {
+    J::check_pod(level_version, pod_metadata, pod_spec)
+}
+
+/// [`check_pod`] of a pod held in form `F`.
+fn check_pod_in<'a, F: Form>(
+    level_version: LevelVersion,
+    pod_metadata: Option<F::Json<'a>>,
+    pod_spec: Option<F::Json<'a>>,
 ) -> Vec<CheckFailure> {
     let mut failures = Vec::new();
     if level_version.level == Level::Privileged {
         return failures;
     }
-    let pod = PodView::new(pod_metadata, pod_spec);
-    for &(id, check) in registry::checks_for(level_version.level, level_version.version) {
-        if let Some(forbidden) = check(&pod) {
+    let pod = PodView::<F>::new(pod_metadata, pod_spec);
+    for &(id, run) in registry::checks_for(level_version.level, level_version.version) {
+        if let Some(forbidden) = F::check_of(run)(&pod) {
             failures.push(CheckFailure {
                 id,
                 reason: forbidden.reason.to_owned(),
@@ -263,9 +272,24 @@ pub fn violation_message(level_version: LevelVersion, failures: &[CheckFailure])
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
+    use crate::admission::ObjectView;
+
+    /// [`check_pod`] of a pod held as a tree and as a view, which must fail alike.
+    fn checked(level_version: LevelVersion, metadata: &Value, spec: &Value) -> Vec<CheckFailure> {
+        let failures = check_pod(level_version, Some(metadata), Some(spec));
+        let metadata_view = ObjectView::parse(&metadata.to_string()).unwrap();
+        let spec_view = ObjectView::parse(&spec.to_string()).unwrap();
+        let from_view = check_pod(
+            level_version,
+            Some(metadata_view.root()),
+            Some(spec_view.root()),
+        );
+        assert_eq!(failures, from_view, "{spec}");
+        failures
+    }
 
     #[test]
     fn parses_levels() {
@@ -350,7 +374,7 @@ mod tests {
     fn privileged_checks_nothing() {
         let spec = json!({"hostNetwork": true, "containers": [{"name": "a"}]});
         let level = LevelVersion::new(Level::Privileged, Version::Latest);
-        assert!(check_pod(level, &json!({}), &spec).is_empty());
+        assert!(checked(level, &json!({}), &spec).is_empty());
     }
 
     #[test]
@@ -366,7 +390,7 @@ mod tests {
             }],
         });
         for minor in 0..=LATEST_MINOR + 1 {
-            assert_eq!(check_pod(restricted(minor), &json!({}), &spec), vec![]);
+            assert_eq!(checked(restricted(minor), &json!({}), &spec), vec![]);
         }
     }
 
@@ -377,7 +401,7 @@ mod tests {
             "containers": [{"name": "app"}],
         });
         let level = restricted(37);
-        let failures = check_pod(level, &json!({}), &spec);
+        let failures = checked(level, &json!({}), &spec);
         let ids: Vec<_> = failures.iter().map(|f| f.id).collect();
         assert_eq!(
             ids,
@@ -430,7 +454,7 @@ mod tests {
             "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}},
         }]});
         let ids = |minor| -> Vec<&str> {
-            check_pod(restricted(minor), &json!({}), &spec)
+            checked(restricted(minor), &json!({}), &spec)
                 .into_iter()
                 .map(|f| f.id)
                 .collect()

@@ -2,13 +2,13 @@
 //! `securityContext.allowPrivilegeEscalation: false`. From v1.25 Windows pods
 //! (`spec.os.name: windows`) are exempt: the API refuses the field for them.
 
-use super::pod::{ContainerView, PodView, bool_field};
+use super::pod::{ContainerView, Form, PodView, bool_field};
 use super::registry::Forbidden;
 use super::text::containers_phrase;
 
 /// Every container must set `allowPrivilegeEscalation: false`.
-pub(super) fn v1_8(pod: &PodView<'_>) -> Option<Forbidden> {
-    let allows = |container: &ContainerView<'_>| {
+pub(super) fn v1_8<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
+    let allows = |container: &ContainerView<'_, F>| {
         container
             .security_context()
             .and_then(|context| bool_field(context, "allowPrivilegeEscalation"))
@@ -33,7 +33,7 @@ pub(super) fn v1_8(pod: &PodView<'_>) -> Option<Forbidden> {
 }
 
 /// As v1.8, but Windows pods pass.
-pub(super) fn v1_25(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn v1_25<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     if pod.is_windows() {
         return None;
     }
@@ -45,6 +45,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::super::pod::run;
+    use super::super::registry::forms;
     use super::*;
 
     #[test]
@@ -75,7 +76,7 @@ mod tests {
             ),
         ];
         for (spec, detail) in cases {
-            for check in [v1_8 as super::super::registry::CheckFn, v1_25] {
+            for check in [forms!(v1_8), forms!(v1_25)] {
                 let got = run(check, &json!({}), spec);
                 let want = detail.map(|d| ("allowPrivilegeEscalation != false", d.to_owned()));
                 assert_eq!(got, want, "{spec}");
@@ -86,9 +87,9 @@ mod tests {
     #[test]
     fn exempts_windows_pods_from_v1_25() {
         let spec = json!({"os": {"name": "windows"}, "containers": [{"name": "a"}]});
-        assert!(run(v1_8, &json!({}), &spec).is_some());
-        assert_eq!(run(v1_25, &json!({}), &spec), None);
+        assert!(run(forms!(v1_8), &json!({}), &spec).is_some());
+        assert_eq!(run(forms!(v1_25), &json!({}), &spec), None);
         let linux = json!({"os": {"name": "linux"}, "containers": [{"name": "a"}]});
-        assert!(run(v1_25, &json!({}), &linux).is_some());
+        assert!(run(forms!(v1_25), &json!({}), &linux).is_some());
     }
 }

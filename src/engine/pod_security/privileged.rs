@@ -1,11 +1,11 @@
 //! `privileged` (baseline, from v1.0): containers must not set
 //! `securityContext.privileged: true`.
 
-use super::pod::{ContainerView, PodView, bool_field};
+use super::pod::{ContainerView, Form, PodView, bool_field};
 use super::registry::Forbidden;
 use super::text::containers_phrase;
 
-pub(super) fn v1_0(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn v1_0<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     let containers: Vec<&str> = pod
         .containers()
         .filter(|c| {
@@ -32,6 +32,7 @@ mod tests {
     use serde_json::json;
 
     use super::super::pod::run;
+    use super::super::registry::forms;
     use super::*;
 
     #[test]
@@ -60,7 +61,7 @@ mod tests {
         ];
         for (spec, detail) in cases {
             let want = detail.map(|d| ("privileged", d.to_owned()));
-            assert_eq!(run(v1_0, &json!({}), &spec), want, "{spec}");
+            assert_eq!(run(forms!(v1_0), &json!({}), &spec), want, "{spec}");
         }
     }
 }

@@ -6,12 +6,12 @@
 //! - `procMount_restricted` (restricted, from v1.35, replacing the baseline check): the v1.0
 //!   rule, with no user-namespace relaxation.
 
-use super::pod::{PodView, str_ptr_field};
+use super::pod::{Form, PodView, str_ptr_field};
 use super::registry::Forbidden;
 use super::text::{containers_phrase, join_quote, sorted_unique};
 
 /// `procMount` must be unset or `Default`, whatever the pod.
-pub(super) fn v1_0(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn v1_0<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     let mut containers: Vec<&str> = Vec::new();
     let mut types: Vec<&str> = Vec::new();
     for container in pod.containers() {
@@ -40,7 +40,7 @@ pub(super) fn v1_0(pod: &PodView<'_>) -> Option<Forbidden> {
 }
 
 /// As v1.0, but pods in a user namespace pass.
-pub(super) fn baseline_v1_35(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn baseline_v1_35<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     if pod.in_user_namespace() {
         return None;
     }
@@ -52,6 +52,7 @@ mod tests {
     use serde_json::json;
 
     use super::super::pod::run;
+    use super::super::registry::forms;
     use super::*;
 
     #[test]
@@ -78,8 +79,12 @@ mod tests {
         ];
         for (spec, detail) in cases {
             let want = detail.map(|d| ("procMount", d.to_owned()));
-            assert_eq!(run(v1_0, &json!({}), &spec), want, "{spec}");
-            assert_eq!(run(baseline_v1_35, &json!({}), &spec), want, "{spec}");
+            assert_eq!(run(forms!(v1_0), &json!({}), &spec), want, "{spec}");
+            assert_eq!(
+                run(forms!(baseline_v1_35), &json!({}), &spec),
+                want,
+                "{spec}"
+            );
         }
     }
 
@@ -92,11 +97,11 @@ mod tests {
             })
         };
         assert_eq!(
-            run(baseline_v1_35, &json!({}), &unmasked(json!(false))),
+            run(forms!(baseline_v1_35), &json!({}), &unmasked(json!(false))),
             None
         );
-        assert!(run(baseline_v1_35, &json!({}), &unmasked(json!(true))).is_some());
-        assert!(run(baseline_v1_35, &json!({}), &unmasked(json!(null))).is_some());
-        assert!(run(v1_0, &json!({}), &unmasked(json!(false))).is_some());
+        assert!(run(forms!(baseline_v1_35), &json!({}), &unmasked(json!(true))).is_some());
+        assert!(run(forms!(baseline_v1_35), &json!({}), &unmasked(json!(null))).is_some());
+        assert!(run(forms!(v1_0), &json!({}), &unmasked(json!(false))).is_some());
     }
 }

@@ -7,7 +7,7 @@
 
 use std::sync::LazyLock;
 
-use super::pod::PodView;
+use super::pod::{Flat, PodView, Tree};
 use super::{
     LATEST_MINOR, Level, Version, apparmor, capabilities, host_namespaces, host_path, host_ports,
     host_probes, privilege_escalation, privileged, proc_mount, run_as_non_root, run_as_user,
@@ -27,13 +27,32 @@ impl Forbidden {
     }
 }
 
-/// One revision of a check: `None` when the pod passes.
-pub(super) type CheckFn = fn(&PodView<'_>) -> Option<Forbidden>;
+/// One revision of a check, compiled for pods held in form `F`: `None` when the pod passes.
+pub(super) type CheckFn<F> = fn(&PodView<'_, F>) -> Option<Forbidden>;
+
+/// One revision of a check, compiled for each form a pod is held in.
+#[derive(Clone, Copy)]
+pub(super) struct Run {
+    pub tree: CheckFn<Tree>,
+    pub flat: CheckFn<Flat>,
+}
+
+/// The [`Run`] of a check revision written generically over the form.
+macro_rules! forms {
+    ($($segment:ident)::+) => {
+        $crate::engine::pod_security::registry::Run {
+            tree: $($segment)::+::<$crate::engine::pod_security::pod::Tree>,
+            flat: $($segment)::+::<$crate::engine::pod_security::pod::Flat>,
+        }
+    };
+}
+#[cfg(test)]
+pub(super) use forms;
 
 /// A revision of a check and the policy minor it starts at.
 pub(super) struct Revision {
     pub since_minor: u32,
-    pub run: CheckFn,
+    pub run: Run,
     /// Baseline check IDs this (restricted) revision replaces.
     pub overrides: &'static [&'static str],
 }
@@ -55,7 +74,7 @@ impl Check {
     }
 }
 
-const fn rev(since_minor: u32, run: CheckFn) -> Revision {
+const fn rev(since_minor: u32, run: Run) -> Revision {
     Revision {
         since_minor,
         run,
@@ -63,11 +82,7 @@ const fn rev(since_minor: u32, run: CheckFn) -> Revision {
     }
 }
 
-const fn rev_replacing(
-    since_minor: u32,
-    run: CheckFn,
-    overrides: &'static [&'static str],
-) -> Revision {
+const fn rev_replacing(since_minor: u32, run: Run, overrides: &'static [&'static str]) -> Revision {
     Revision {
         since_minor,
         run,
@@ -80,81 +95,84 @@ pub(super) static CHECKS: &[Check] = &[
     Check {
         id: "appArmorProfile",
         level: Level::Baseline,
-        revisions: &[rev(0, apparmor::v1_0)],
+        revisions: &[rev(0, forms!(apparmor::v1_0))],
     },
     Check {
         id: "capabilities_baseline",
         level: Level::Baseline,
-        revisions: &[rev(0, capabilities::baseline_v1_0)],
+        revisions: &[rev(0, forms!(capabilities::baseline_v1_0))],
     },
     Check {
         id: "hostNamespaces",
         level: Level::Baseline,
-        revisions: &[rev(0, host_namespaces::v1_0)],
+        revisions: &[rev(0, forms!(host_namespaces::v1_0))],
     },
     Check {
         id: "hostPathVolumes",
         level: Level::Baseline,
-        revisions: &[rev(0, host_path::v1_0)],
+        revisions: &[rev(0, forms!(host_path::v1_0))],
     },
     Check {
         id: "hostPorts",
         level: Level::Baseline,
-        revisions: &[rev(0, host_ports::v1_0)],
+        revisions: &[rev(0, forms!(host_ports::v1_0))],
     },
     Check {
         id: "hostProbesAndHostLifecycle",
         level: Level::Baseline,
-        revisions: &[rev(34, host_probes::v1_34)],
+        revisions: &[rev(34, forms!(host_probes::v1_34))],
     },
     Check {
         id: "privileged",
         level: Level::Baseline,
-        revisions: &[rev(0, privileged::v1_0)],
+        revisions: &[rev(0, forms!(privileged::v1_0))],
     },
     Check {
         id: "procMount",
         level: Level::Baseline,
         revisions: &[
-            rev(0, proc_mount::v1_0),
-            rev(35, proc_mount::baseline_v1_35),
+            rev(0, forms!(proc_mount::v1_0)),
+            rev(35, forms!(proc_mount::baseline_v1_35)),
         ],
     },
     Check {
         id: "seLinuxOptions",
         level: Level::Baseline,
-        revisions: &[rev(0, selinux::v1_0), rev(31, selinux::v1_31)],
+        revisions: &[
+            rev(0, forms!(selinux::v1_0)),
+            rev(31, forms!(selinux::v1_31)),
+        ],
     },
     Check {
         id: "seccompProfile_baseline",
         level: Level::Baseline,
         revisions: &[
-            rev(0, seccomp::baseline_v1_0),
-            rev(19, seccomp::baseline_v1_19),
+            rev(0, forms!(seccomp::baseline_v1_0)),
+            rev(19, forms!(seccomp::baseline_v1_19)),
         ],
     },
     Check {
         id: "sysctls",
         level: Level::Baseline,
         revisions: &[
-            rev(0, sysctls::v1_0),
-            rev(27, sysctls::v1_27),
-            rev(29, sysctls::v1_29),
-            rev(32, sysctls::v1_32),
-            rev(37, sysctls::v1_37),
+            rev(0, forms!(sysctls::v1_0)),
+            rev(27, forms!(sysctls::v1_27)),
+            rev(29, forms!(sysctls::v1_29)),
+            rev(32, forms!(sysctls::v1_32)),
+            rev(37, forms!(sysctls::v1_37)),
         ],
     },
     Check {
         id: "windowsHostProcess",
         level: Level::Baseline,
-        revisions: &[rev(0, windows_host_process::v1_0)],
+        revisions: &[rev(0, forms!(windows_host_process::v1_0))],
     },
     Check {
         id: "allowPrivilegeEscalation",
         level: Level::Restricted,
         revisions: &[
-            rev(8, privilege_escalation::v1_8),
-            rev(25, privilege_escalation::v1_25),
+            rev(8, forms!(privilege_escalation::v1_8)),
+            rev(25, forms!(privilege_escalation::v1_25)),
         ],
     },
     Check {
@@ -163,12 +181,12 @@ pub(super) static CHECKS: &[Check] = &[
         revisions: &[
             rev_replacing(
                 22,
-                capabilities::restricted_v1_22,
+                forms!(capabilities::restricted_v1_22),
                 &["capabilities_baseline"],
             ),
             rev_replacing(
                 25,
-                capabilities::restricted_v1_25,
+                forms!(capabilities::restricted_v1_25),
                 &["capabilities_baseline"],
             ),
         ],
@@ -176,32 +194,47 @@ pub(super) static CHECKS: &[Check] = &[
     Check {
         id: "procMount_restricted",
         level: Level::Restricted,
-        revisions: &[rev_replacing(35, proc_mount::v1_0, &["procMount"])],
+        revisions: &[rev_replacing(35, forms!(proc_mount::v1_0), &["procMount"])],
     },
     Check {
         id: "restrictedVolumes",
         level: Level::Restricted,
-        revisions: &[rev_replacing(0, volume_types::v1_0, &["hostPathVolumes"])],
+        revisions: &[rev_replacing(
+            0,
+            forms!(volume_types::v1_0),
+            &["hostPathVolumes"],
+        )],
     },
     Check {
         id: "runAsNonRoot",
         level: Level::Restricted,
         revisions: &[
-            rev(0, run_as_non_root::v1_0),
-            rev(35, run_as_non_root::v1_35),
+            rev(0, forms!(run_as_non_root::v1_0)),
+            rev(35, forms!(run_as_non_root::v1_35)),
         ],
     },
     Check {
         id: "runAsUser",
         level: Level::Restricted,
-        revisions: &[rev(23, run_as_user::v1_23), rev(35, run_as_user::v1_35)],
+        revisions: &[
+            rev(23, forms!(run_as_user::v1_23)),
+            rev(35, forms!(run_as_user::v1_35)),
+        ],
     },
     Check {
         id: "seccompProfile_restricted",
         level: Level::Restricted,
         revisions: &[
-            rev_replacing(19, seccomp::restricted_v1_19, &["seccompProfile_baseline"]),
-            rev_replacing(25, seccomp::restricted_v1_25, &["seccompProfile_baseline"]),
+            rev_replacing(
+                19,
+                forms!(seccomp::restricted_v1_19),
+                &["seccompProfile_baseline"],
+            ),
+            rev_replacing(
+                25,
+                forms!(seccomp::restricted_v1_25),
+                &["seccompProfile_baseline"],
+            ),
         ],
     },
 ];
@@ -217,7 +250,7 @@ fn replaced_at(id: &str, minor: u32) -> bool {
 
 /// The checks of baseline and restricted at every minor up to [`LATEST_MINOR`] (index
 /// `minor * 2`, `+ 1` for restricted).
-static RESOLVED: LazyLock<Vec<Vec<(&'static str, CheckFn)>>> = LazyLock::new(|| {
+static RESOLVED: LazyLock<Vec<Vec<(&'static str, &'static Run)>>> = LazyLock::new(|| {
     (0..=LATEST_MINOR)
         .flat_map(|minor| [Level::Baseline, Level::Restricted].map(|level| resolve(level, minor)))
         .collect()
@@ -230,7 +263,10 @@ pub(super) fn resolve_all() {
 
 /// The checks to run for a level and version, in upstream's order, with their IDs. Nothing
 /// for [`Level::Privileged`].
-pub(super) fn checks_for(level: Level, version: Version) -> &'static [(&'static str, CheckFn)] {
+pub(super) fn checks_for(
+    level: Level,
+    version: Version,
+) -> &'static [(&'static str, &'static Run)] {
     let row = match level {
         Level::Privileged => return &[],
         Level::Baseline => 0,
@@ -241,7 +277,7 @@ pub(super) fn checks_for(level: Level, version: Version) -> &'static [(&'static 
 
 /// The checks of `level` at policy minor `minor`: restricted runs the baseline checks its own
 /// revisions in force do not replace, then its own.
-fn resolve(level: Level, minor: u32) -> Vec<(&'static str, CheckFn)> {
+fn resolve(level: Level, minor: u32) -> Vec<(&'static str, &'static Run)> {
     CHECKS
         .iter()
         .filter(|check| match level {
@@ -252,7 +288,7 @@ fn resolve(level: Level, minor: u32) -> Vec<(&'static str, CheckFn)> {
         .filter_map(|check| {
             check
                 .revision_at(minor)
-                .map(|revision| (check.id, revision.run))
+                .map(|revision| (check.id, &revision.run))
         })
         .collect()
 }

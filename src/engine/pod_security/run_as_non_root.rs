@@ -2,11 +2,11 @@
 //! `securityContext.runAsNonRoot: true`, and nothing may set it to `false`. From v1.35 pods in
 //! a user namespace (`hostUsers: false`) pass.
 
-use super::pod::{PodView, bool_field};
+use super::pod::{Form, PodView, bool_field};
 use super::registry::Forbidden;
 use super::text::containers_phrase;
 
-pub(super) fn v1_0(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn v1_0<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     const REASON: &str = "runAsNonRoot != true";
     let pod_setting = pod
         .security_context()
@@ -52,7 +52,7 @@ pub(super) fn v1_0(pod: &PodView<'_>) -> Option<Forbidden> {
     None
 }
 
-pub(super) fn v1_35(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn v1_35<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     if pod.in_user_namespace() {
         return None;
     }
@@ -64,6 +64,7 @@ mod tests {
     use serde_json::json;
 
     use super::super::pod::run;
+    use super::super::registry::forms;
     use super::*;
 
     #[test]
@@ -110,15 +111,15 @@ mod tests {
         ];
         for (spec, detail) in cases {
             let want = detail.map(|d| ("runAsNonRoot != true", d.to_owned()));
-            assert_eq!(run(v1_0, &json!({}), &spec), want, "{spec}");
-            assert_eq!(run(v1_35, &json!({}), &spec), want, "{spec}");
+            assert_eq!(run(forms!(v1_0), &json!({}), &spec), want, "{spec}");
+            assert_eq!(run(forms!(v1_35), &json!({}), &spec), want, "{spec}");
         }
     }
 
     #[test]
     fn user_namespaces_relax_from_v1_35() {
         let spec = json!({"hostUsers": false, "containers": [{"name": "a"}]});
-        assert!(run(v1_0, &json!({}), &spec).is_some());
-        assert_eq!(run(v1_35, &json!({}), &spec), None);
+        assert!(run(forms!(v1_0), &json!({}), &spec).is_some());
+        assert_eq!(run(forms!(v1_35), &json!({}), &spec), None);
     }
 }

@@ -2,14 +2,13 @@
 //! `securityContext.runAsUser: 0`. From v1.35 pods in a user namespace (`hostUsers: false`)
 //! pass.
 
-use super::pod::{PodView, int_field};
+use super::pod::{Form, PodView, int_field};
 use super::registry::Forbidden;
 use super::text::containers_phrase;
 
-pub(super) fn v1_23(pod: &PodView<'_>) -> Option<Forbidden> {
-    let is_root = |context: Option<&serde_json::Value>| {
-        context.and_then(|c| int_field(c, "runAsUser")) == Some(0)
-    };
+pub(super) fn v1_23<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
+    let is_root =
+        |context: Option<F::Json<'_>>| context.and_then(|c| int_field(c, "runAsUser")) == Some(0);
     let containers: Vec<&str> = pod
         .containers()
         .filter(|c| is_root(c.security_context()))
@@ -32,7 +31,7 @@ pub(super) fn v1_23(pod: &PodView<'_>) -> Option<Forbidden> {
     ))
 }
 
-pub(super) fn v1_35(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn v1_35<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     if pod.in_user_namespace() {
         return None;
     }
@@ -44,6 +43,7 @@ mod tests {
     use serde_json::json;
 
     use super::super::pod::run;
+    use super::super::registry::forms;
     use super::*;
 
     #[test]
@@ -75,15 +75,15 @@ mod tests {
         ];
         for (spec, detail) in cases {
             let want = detail.map(|d| ("runAsUser=0", d.to_owned()));
-            assert_eq!(run(v1_23, &json!({}), &spec), want, "{spec}");
-            assert_eq!(run(v1_35, &json!({}), &spec), want, "{spec}");
+            assert_eq!(run(forms!(v1_23), &json!({}), &spec), want, "{spec}");
+            assert_eq!(run(forms!(v1_35), &json!({}), &spec), want, "{spec}");
         }
     }
 
     #[test]
     fn user_namespaces_relax_from_v1_35() {
         let spec = json!({"hostUsers": false, "securityContext": {"runAsUser": 0}});
-        assert!(run(v1_23, &json!({}), &spec).is_some());
-        assert_eq!(run(v1_35, &json!({}), &spec), None);
+        assert!(run(forms!(v1_23), &json!({}), &spec).is_some());
+        assert_eq!(run(forms!(v1_35), &json!({}), &spec), None);
     }
 }

@@ -9,9 +9,9 @@
 //!   baseline v1.19, and the profile must be set, on the pod or else on every container. From
 //!   v1.25 Windows pods are exempt.
 
-use serde_json::Value;
+use crate::admission::JsonRead;
 
-use super::pod::{PodView, field, str_field};
+use super::pod::{Form, PodView, field, str_field};
 use super::registry::Forbidden;
 use super::text::{containers_phrase, go_quote, join_quote, pluralize, sorted_unique};
 
@@ -27,7 +27,7 @@ fn allowed_annotation(value: &str) -> bool {
 }
 
 /// Checks the deprecated seccomp annotations of the pod and of each container.
-pub(super) fn baseline_v1_0(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn baseline_v1_0<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     let mut forbidden: Vec<String> = Vec::new();
     if let Some(value) = pod.annotation(POD_ANNOTATION)
         && !allowed_annotation(value)
@@ -65,7 +65,7 @@ pub(super) fn baseline_v1_0(pod: &PodView<'_>) -> Option<Forbidden> {
 
 /// The profile type a security context sets (`""` for a profile without one); `None` when it
 /// sets no profile.
-fn profile_type(context: Option<&Value>) -> Option<&str> {
+fn profile_type<'a, J: JsonRead<'a>>(context: Option<J>) -> Option<&'a str> {
     field(context?, "seccompProfile").map(|profile| str_field(profile, "type"))
 }
 
@@ -84,7 +84,7 @@ struct Profiles<'a> {
 }
 
 impl<'a> Profiles<'a> {
-    fn of(pod: &PodView<'a>) -> Self {
+    fn of<F: Form>(pod: &PodView<'a, F>) -> Self {
         let mut profiles = Profiles {
             pod_bad: false,
             pod_set: false,
@@ -139,12 +139,12 @@ impl<'a> Profiles<'a> {
 }
 
 /// A seccomp profile, where set, must be `RuntimeDefault` or `Localhost`.
-pub(super) fn baseline_v1_19(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn baseline_v1_19<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     Profiles::of(pod).forbidden_types().ok()
 }
 
 /// As baseline v1.19, and every container must be covered by a profile.
-pub(super) fn restricted_v1_19(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn restricted_v1_19<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     let profiles = match Profiles::of(pod).forbidden_types() {
         Ok(forbidden) => return Some(forbidden),
         Err(profiles) => profiles,
@@ -162,7 +162,7 @@ pub(super) fn restricted_v1_19(pod: &PodView<'_>) -> Option<Forbidden> {
 }
 
 /// As restricted v1.19, but Windows pods pass.
-pub(super) fn restricted_v1_25(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn restricted_v1_25<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     if pod.is_windows() {
         return None;
     }
@@ -174,7 +174,7 @@ mod tests {
     use serde_json::json;
 
     use super::super::pod::run;
-    use super::super::registry::CheckFn;
+    use super::super::registry::forms;
     use super::*;
 
     #[test]
@@ -210,11 +210,15 @@ mod tests {
         ];
         for (metadata, detail) in cases {
             let want = detail.map(|d| ("seccompProfile", d.to_owned()));
-            assert_eq!(run(baseline_v1_0, &metadata, &spec), want, "{metadata}");
+            assert_eq!(
+                run(forms!(baseline_v1_0), &metadata, &spec),
+                want,
+                "{metadata}"
+            );
         }
         // The field is not looked at before v1.19.
         let field_only = json!({"securityContext": {"seccompProfile": {"type": "Unconfined"}}});
-        assert_eq!(run(baseline_v1_0, &json!({}), &field_only), None);
+        assert_eq!(run(forms!(baseline_v1_0), &json!({}), &field_only), None);
     }
 
     #[test]
@@ -244,7 +248,11 @@ mod tests {
         ];
         for (spec, detail) in cases {
             let want = detail.map(|d| ("seccompProfile", d.to_owned()));
-            assert_eq!(run(baseline_v1_19, &json!({}), &spec), want, "{spec}");
+            assert_eq!(
+                run(forms!(baseline_v1_19), &json!({}), &spec),
+                want,
+                "{spec}"
+            );
         }
     }
 
@@ -293,12 +301,12 @@ mod tests {
         ];
         for (spec, detail) in cases {
             let want = detail.map(|d| ("seccompProfile", d.to_owned()));
-            for check in [restricted_v1_19 as CheckFn, restricted_v1_25] {
+            for check in [forms!(restricted_v1_19), forms!(restricted_v1_25)] {
                 assert_eq!(run(check, &json!({}), &spec), want, "{spec}");
             }
         }
         let windows = json!({"os": {"name": "windows"}, "containers": [{"name": "a"}]});
-        assert!(run(restricted_v1_19, &json!({}), &windows).is_some());
-        assert_eq!(run(restricted_v1_25, &json!({}), &windows), None);
+        assert!(run(forms!(restricted_v1_19), &json!({}), &windows).is_some());
+        assert_eq!(run(forms!(restricted_v1_25), &json!({}), &windows), None);
     }
 }

@@ -3,9 +3,9 @@
 //! `container_engine_t`), and the user and role must stay unset, on the pod and on every
 //! container.
 
-use serde_json::Value;
+use crate::admission::JsonRead;
 
-use super::pod::{PodView, str_field};
+use super::pod::{Form, PodView, str_field};
 use super::registry::Forbidden;
 use super::text::{containers_phrase, join_quote, pluralize, sorted_unique};
 
@@ -18,11 +18,11 @@ const TYPES_V1_31: &[&str] = &[
     "container_engine_t",
 ];
 
-pub(super) fn v1_0(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn v1_0<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     check(pod, TYPES_V1_0)
 }
 
-pub(super) fn v1_31(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn v1_31<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     check(pod, TYPES_V1_31)
 }
 
@@ -36,7 +36,7 @@ struct Findings<'a> {
 
 impl<'a> Findings<'a> {
     /// Records what `options` sets wrongly; true when it is all allowed.
-    fn allowed(&mut self, options: &'a Value, allowed_types: &[&str]) -> bool {
+    fn allowed<J: JsonRead<'a>>(&mut self, options: J, allowed_types: &[&str]) -> bool {
         let mut valid = true;
         let selinux_type = str_field(options, "type");
         if !allowed_types.contains(&selinux_type) {
@@ -55,7 +55,7 @@ impl<'a> Findings<'a> {
     }
 }
 
-fn check(pod: &PodView<'_>, allowed_types: &[&str]) -> Option<Forbidden> {
+fn check<F: Form>(pod: &PodView<'_, F>, allowed_types: &[&str]) -> Option<Forbidden> {
     let mut findings = Findings::default();
     let pod_bad = pod
         .security_context_field("seLinuxOptions")
@@ -108,6 +108,7 @@ mod tests {
     use serde_json::json;
 
     use super::super::pod::run;
+    use super::super::registry::forms;
     use super::*;
 
     #[test]
@@ -149,8 +150,8 @@ mod tests {
         ];
         for (spec, detail) in cases {
             let want = detail.map(|d| ("seLinuxOptions", d.to_owned()));
-            assert_eq!(run(v1_0, &json!({}), &spec), want, "{spec}");
-            assert_eq!(run(v1_31, &json!({}), &spec), want, "{spec}");
+            assert_eq!(run(forms!(v1_0), &json!({}), &spec), want, "{spec}");
+            assert_eq!(run(forms!(v1_31), &json!({}), &spec), want, "{spec}");
         }
     }
 
@@ -158,13 +159,13 @@ mod tests {
     fn container_engine_t_is_allowed_from_v1_31() {
         let spec = json!({"securityContext": {"seLinuxOptions": {"type": "container_engine_t"}}});
         assert_eq!(
-            run(v1_0, &json!({}), &spec),
+            run(forms!(v1_0), &json!({}), &spec),
             Some((
                 "seLinuxOptions",
                 r#"pod set forbidden securityContext.seLinuxOptions: type "container_engine_t""#
                     .to_owned()
             ))
         );
-        assert_eq!(run(v1_31, &json!({}), &spec), None);
+        assert_eq!(run(forms!(v1_31), &json!({}), &spec), None);
     }
 }

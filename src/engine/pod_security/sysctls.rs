@@ -2,7 +2,7 @@
 //! are namespaced and isolated from other pods; the safe set grew in v1.27, v1.29, v1.32 and
 //! v1.37.
 
-use super::pod::{PodView, list, str_field};
+use super::pod::{Form, PodView, list, str_field};
 use super::registry::Forbidden;
 
 const SAFE_V1_0: &[&str] = &[
@@ -25,23 +25,23 @@ const ADDED_V1_37: &[&str] = &[
     "net.ipv4.tcp_notsent_lowat",
 ];
 
-pub(super) fn v1_0(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn v1_0<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     check(pod, &[SAFE_V1_0])
 }
 
-pub(super) fn v1_27(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn v1_27<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     check(pod, &[SAFE_V1_0, ADDED_V1_27])
 }
 
-pub(super) fn v1_29(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn v1_29<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     check(pod, &[SAFE_V1_0, ADDED_V1_27, ADDED_V1_29])
 }
 
-pub(super) fn v1_32(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn v1_32<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     check(pod, &[SAFE_V1_0, ADDED_V1_27, ADDED_V1_29, ADDED_V1_32])
 }
 
-pub(super) fn v1_37(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn v1_37<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     check(
         pod,
         &[
@@ -54,11 +54,10 @@ pub(super) fn v1_37(pod: &PodView<'_>) -> Option<Forbidden> {
     )
 }
 
-fn check(pod: &PodView<'_>, safe: &[&[&str]]) -> Option<Forbidden> {
+fn check<F: Form>(pod: &PodView<'_, F>, safe: &[&[&str]]) -> Option<Forbidden> {
     let context = pod.security_context()?;
     // Listed in the pod's order, repeats included, as upstream does.
     let forbidden: Vec<&str> = list(context, "sysctls")
-        .iter()
         .map(|sysctl| str_field(sysctl, "name"))
         .filter(|name| !safe.iter().any(|set| set.contains(name)))
         .collect();
@@ -73,7 +72,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::super::pod::run;
-    use super::super::registry::CheckFn;
+    use super::super::registry::{Run, forms};
     use super::*;
 
     fn pod(names: &[&str]) -> Value {
@@ -86,14 +85,14 @@ mod tests {
 
     #[test]
     fn lists_forbidden_sysctls_in_order() {
-        assert_eq!(run(v1_0, &json!({}), &json!({})), None);
+        assert_eq!(run(forms!(v1_0), &json!({}), &json!({})), None);
         assert_eq!(
-            run(v1_0, &json!({}), &pod(&["kernel.shm_rmid_forced"])),
+            run(forms!(v1_0), &json!({}), &pod(&["kernel.shm_rmid_forced"])),
             None
         );
         assert_eq!(
             run(
-                v1_0,
+                forms!(v1_0),
                 &json!({}),
                 &pod(&["net.b", "kernel.shm_rmid_forced", "net.a", "net.b"])
             ),
@@ -103,12 +102,12 @@ mod tests {
 
     #[test]
     fn safe_set_grows_by_version() {
-        let revisions: [(u32, CheckFn); 5] = [
-            (0, v1_0),
-            (27, v1_27),
-            (29, v1_29),
-            (32, v1_32),
-            (37, v1_37),
+        let revisions: [(u32, Run); 5] = [
+            (0, forms!(v1_0)),
+            (27, forms!(v1_27)),
+            (29, forms!(v1_29)),
+            (32, forms!(v1_32)),
+            (37, forms!(v1_37)),
         ];
         for (since, added) in [
             (27, ADDED_V1_27),

@@ -2,7 +2,7 @@
 //! keeps its pod template (upstream's `DefaultPodSpecExtractor`) and which Pod updates are
 //! evaluated at all (upstream's `isSignificantPodUpdate`).
 
-use serde_json::Value;
+use crate::admission::JsonRead;
 
 use super::pod::{list, str_field};
 
@@ -31,58 +31,54 @@ pub(super) fn workload_template(group: &str, resource: &str) -> Option<TemplateA
     }
 }
 
-pub(super) static NULL: Value = Value::Null;
-
-/// The value at `keys`, or `null` (Go's zero value) when a step is missing.
-pub(super) fn at<'a>(value: &'a Value, keys: &[&str]) -> &'a Value {
-    keys.iter()
-        .try_fold(value, |node, key| node.get(key))
-        .unwrap_or(&NULL)
+/// The value at `keys`, or `None` (Go's zero value) when a step is missing.
+pub(super) fn at<'a, J: JsonRead<'a>>(value: J, keys: &[&str]) -> Option<J> {
+    keys.iter().try_fold(value, |node, key| node.get(key))
 }
 
 /// The template's metadata and spec, as upstream's `DefaultPodSpecExtractor` finds them.
-pub(super) fn extract_template(object: &Value, template: TemplateAt) -> Option<(&Value, &Value)> {
+pub(super) fn extract_template<'a, J: JsonRead<'a>>(
+    object: J,
+    template: TemplateAt,
+) -> Option<(Option<J>, Option<J>)> {
     let template = match template {
         TemplateAt::Template => at(object, &["template"]),
+        // A pointer in Go: no template, nothing to evaluate.
         TemplateAt::ReplicationController => {
-            // A pointer in Go: no template, nothing to evaluate.
-            let template = at(object, &["spec", "template"]);
-            if template.is_null() {
-                return None;
-            }
-            template
+            Some(at(object, &["spec", "template"]).filter(|t| !t.is_null())?)
         }
         TemplateAt::Spec => at(object, &["spec", "template"]),
         TemplateAt::CronJob => at(object, &["spec", "jobTemplate", "spec", "template"]),
     };
-    Some((at(template, &["metadata"]), at(template, &["spec"])))
+    Some((
+        template.and_then(|t| t.get("metadata")),
+        template.and_then(|t| t.get("spec")),
+    ))
 }
 
 /// Upstream's `isSignificantPodUpdate`: container or init container lists changed length, a
 /// container's image changed, or an ephemeral container was added or changed image. Other
 /// updates (labels, annotations, status …) cannot make a pod less compliant.
-pub(super) fn is_significant_pod_update(pod: &Value, old_pod: &Value) -> bool {
-    let spec = at(pod, &["spec"]);
-    let old_spec = at(old_pod, &["spec"]);
-    fn image(container: &Value) -> &str {
-        str_field(container, "image")
-    }
+pub(super) fn is_significant_pod_update<'a, J: JsonRead<'a>>(pod: J, old_pod: J) -> bool {
+    let spec = pod.get("spec");
+    let old_spec = old_pod.get("spec");
+    let items =
+        |spec: Option<J>, key: &'static str| spec.into_iter().flat_map(move |s| list(s, key));
+    let image = |container: J| str_field(container, "image");
     for key in ["containers", "initContainers"] {
-        let (new, old) = (list(spec, key), list(old_spec, key));
-        if new.len() != old.len() {
+        if items(spec, key).count() != items(old_spec, key).count() {
             return true;
         }
-        if new.iter().zip(old).any(|(n, o)| image(n) != image(o)) {
+        if items(spec, key)
+            .zip(items(old_spec, key))
+            .any(|(n, o)| image(n) != image(o))
+        {
             return true;
         }
     }
-    let old_ephemeral = list(old_spec, "ephemeralContainers");
-    list(spec, "ephemeralContainers").iter().any(|container| {
+    items(spec, "ephemeralContainers").any(|container| {
         let name = str_field(container, "name");
-        match old_ephemeral
-            .iter()
-            .find(|old| str_field(old, "name") == name)
-        {
+        match items(old_spec, "ephemeralContainers").find(|old| str_field(*old, "name") == name) {
             None => true,
             Some(old) => image(container) != image(old),
         }

@@ -2,9 +2,9 @@
 //! only be `configMap`, `csi`, `downwardAPI`, `emptyDir`, `ephemeral`, `image`,
 //! `persistentVolumeClaim`, `projected` or `secret`.
 
-use serde_json::Value;
+use crate::admission::JsonRead;
 
-use super::pod::{PodView, field, str_field};
+use super::pod::{Form, PodView, field, str_field};
 use super::registry::Forbidden;
 use super::text::{join_quote, pluralize, sorted_unique};
 
@@ -46,21 +46,21 @@ const RESTRICTED: [&str; 21] = [
     "storageos",
 ];
 
-fn is_allowed(volume: &Value) -> bool {
+fn is_allowed<'a, J: JsonRead<'a>>(volume: J) -> bool {
     ALLOWED.iter().any(|source| field(volume, source).is_some())
 }
 
-fn restricted_type(volume: &Value) -> &'static str {
+fn restricted_type<'a, J: JsonRead<'a>>(volume: J) -> &'static str {
     RESTRICTED
         .into_iter()
         .find(|source| field(volume, source).is_some())
         .unwrap_or("unknown")
 }
 
-pub(super) fn v1_0(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn v1_0<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     let mut volumes: Vec<&str> = Vec::new();
     let mut types: Vec<&str> = Vec::new();
-    for volume in pod.volumes().iter().filter(|v| !is_allowed(v)) {
+    for volume in pod.volumes().filter(|v| !is_allowed(*v)) {
         volumes.push(str_field(volume, "name"));
         types.push(restricted_type(volume));
     }
@@ -90,6 +90,7 @@ mod tests {
     use serde_json::json;
 
     use super::super::pod::run;
+    use super::super::registry::forms;
     use super::*;
 
     #[test]
@@ -98,13 +99,16 @@ mod tests {
             .iter()
             .map(|source| json!({"name": source, source.to_string(): {}}))
             .collect();
-        assert_eq!(run(v1_0, &json!({}), &json!({"volumes": allowed})), None);
+        assert_eq!(
+            run(forms!(v1_0), &json!({}), &json!({"volumes": allowed})),
+            None
+        );
 
         for source in RESTRICTED {
             let spec = json!({"volumes": [{"name": "v", source: {}}]});
             let want = format!(r#"volume "v" uses restricted volume type "{source}""#);
             assert_eq!(
-                run(v1_0, &json!({}), &spec),
+                run(forms!(v1_0), &json!({}), &spec),
                 Some(("restricted volume types", want))
             );
         }
@@ -120,7 +124,7 @@ mod tests {
             {"name": "e"},
         ]});
         assert_eq!(
-            run(v1_0, &json!({}), &spec),
+            run(forms!(v1_0), &json!({}), &spec),
             Some((
                 "restricted volume types",
                 r#"volumes "a", "b", "d", "e" use restricted volume types "hostPath", "nfs", "unknown""#

@@ -1,20 +1,20 @@
 //! `windowsHostProcess` (baseline, from v1.0): neither the pod nor a container may set
 //! `securityContext.windowsOptions.hostProcess: true`.
 
-use serde_json::Value;
+use crate::admission::JsonRead;
 
-use super::pod::{PodView, bool_field, field};
+use super::pod::{Form, PodView, bool_field, field};
 use super::registry::Forbidden;
 use super::text::containers_phrase;
 
-fn host_process(context: Option<&Value>) -> bool {
+fn host_process<'a, J: JsonRead<'a>>(context: Option<J>) -> bool {
     context
         .and_then(|c| field(c, "windowsOptions"))
         .and_then(|options| bool_field(options, "hostProcess"))
         == Some(true)
 }
 
-pub(super) fn v1_0(pod: &PodView<'_>) -> Option<Forbidden> {
+pub(super) fn v1_0<F: Form>(pod: &PodView<'_, F>) -> Option<Forbidden> {
     let containers: Vec<&str> = pod
         .containers()
         .filter(|c| host_process(c.security_context()))
@@ -45,6 +45,7 @@ mod tests {
     use serde_json::json;
 
     use super::super::pod::run;
+    use super::super::registry::forms;
     use super::*;
 
     #[test]
@@ -76,7 +77,7 @@ mod tests {
         ];
         for (spec, detail) in cases {
             let want = detail.map(|d| ("hostProcess", d.to_owned()));
-            assert_eq!(run(v1_0, &json!({}), &spec), want, "{spec}");
+            assert_eq!(run(forms!(v1_0), &json!({}), &spec), want, "{spec}");
         }
     }
 }
