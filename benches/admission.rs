@@ -332,8 +332,8 @@ fn gatekeeper(c: &mut Criterion) {
     let webhook = EvalContext::new(Endpoint::Validate);
     let gator = EvalContext::new(Endpoint::Validate)
         .at_enforcement_point(EnforcementPoint::Gator)
-        .made_from_object(review.request.object.as_ref());
-    let inventory = Inventory::of(review.request.object.as_ref());
+        .made_from_object(review.request.object.as_deref());
+    let inventory = Inventory::of(review.request.object.as_deref());
     let gator_inventory = gator.with_inventory(Some(&inventory));
     let mut group = c.benchmark_group("gatekeeper");
     for (name, engine, context) in [

@@ -14,7 +14,9 @@ mod allocations;
 
 use std::path::{Path, PathBuf};
 
-use portcullis::admission::{AdmissionRequest, Operation, parse_review};
+use portcullis::admission::{
+    AdmissionRequest, ObjectForm, Operation, WantedObjects, parse_review, parse_review_as,
+};
 use portcullis::engine::pod_security::{
     AUDIT_VIOLATIONS_ANNOTATION, ENFORCE_POLICY_ANNOTATION, ERROR_ANNOTATION, EXEMPT_ANNOTATION,
     PodSecurityAdmission,
@@ -37,9 +39,14 @@ fn read_json(relative: &str) -> Value {
 
 /// The request of a review fixture, parsed as the server parses it.
 fn request(review: &str) -> AdmissionRequest {
+    request_in(review, ObjectForm::Tree)
+}
+
+/// The request of a review fixture, its objects decoded in `form`.
+fn request_in(review: &str, form: ObjectForm) -> AdmissionRequest {
     let path = fixtures().join("reviews").join(review);
     let body = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    parse_review(&body)
+    parse_review_as(&body, &|_| WantedObjects::Both, form)
         .unwrap_or_else(|e| panic!("{review}: {e}"))
         .request
 }
@@ -175,25 +182,42 @@ fn every_case_gets_upstreams_answer() {
     assert_eq!(cases.len(), expected.len(), "regenerate expected.json");
     assert!(cases.len() >= 39);
     let mut failures = Vec::new();
+    let mut read_from_views = 0;
     for (case, expected) in cases.iter().zip(expected) {
         let name = case["name"].as_str().unwrap();
         assert_eq!(expected["name"], name, "regenerate expected.json");
         let admission = admission(case["config"].clone());
-        let request = request(case["review"].as_str().unwrap());
-        // The case's labels belong to the request's namespace; without labels the namespace
-        // is unknown, and the defaults apply (upstream sees a namespace without labels).
-        let mut namespaces = StaticNamespaces::default();
-        if let Some(pairs) = case["namespaceLabels"].as_object() {
-            let name = request.namespace.clone().unwrap();
-            namespaces.insert(name, labels(&Value::Object(pairs.clone())));
-        }
-        let decision = evaluate(&admission, &request, &namespaces);
-        let problems = differences(&decision, expected);
-        if !problems.is_empty() {
-            failures.push(format!("{name}:\n  {}", problems.join("\n  ")));
+        // The objects decoded into trees, and into views as `serve` decodes them for a policy
+        // set of Pod Security alone.
+        for form in [ObjectForm::Tree, ObjectForm::View] {
+            let request = request_in(case["review"].as_str().unwrap(), form);
+            // The case's labels belong to the request's namespace; without labels the
+            // namespace is unknown, and the defaults apply (upstream sees a namespace without
+            // labels).
+            let mut namespaces = StaticNamespaces::default();
+            if let Some(pairs) = case["namespaceLabels"].as_object() {
+                let name = request.namespace.clone().unwrap();
+                namespaces.insert(name, labels(&Value::Object(pairs.clone())));
+            }
+            let decision = evaluate(&admission, &request, &namespaces);
+            let problems = differences(&decision, expected);
+            if !problems.is_empty() {
+                failures.push(format!("{name} ({form:?}):\n  {}", problems.join("\n  ")));
+            }
+            // Pods and workloads are read from their views: no tree is built for them.
+            if form == ObjectForm::View && request.kind.kind != "Namespace" {
+                for object in [&request.object, &request.old_object].into_iter().flatten() {
+                    assert!(object.view().is_some(), "{name}");
+                    if object.tree_if_built().is_some() {
+                        failures.push(format!("{name}: a tree was built from the view"));
+                    }
+                }
+                read_from_views += 1;
+            }
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(read_from_views >= 30, "{read_from_views}");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -144,7 +144,7 @@ fn defaults_patch_minimally_and_idempotently() {
         ])
     );
     let mut again = request("pod-bad.yaml", "CREATE");
-    again.object = decision.patched_object.clone();
+    again.object = decision.patched_object.clone().map(Into::into);
     assert_eq!(evaluate(&engine, &again, Endpoint::Mutate).patch, None);
     // UPDATE is not matched by the defaults policy (operations: [CREATE]).
     assert_eq!(

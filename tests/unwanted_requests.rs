@@ -444,7 +444,7 @@ fn a_field_after_a_skipped_object_that_changes_the_answer_reads_the_body_again()
     })
     .unwrap();
     assert!(!read.objects_skipped);
-    assert_eq!(read.request.object.as_ref(), Some(&object));
+    assert_eq!(read.request.object.as_deref(), Some(&object));
     let decision = engine
         .evaluate(&read.request, &EvalContext::new(Endpoint::Validate))
         .unwrap();

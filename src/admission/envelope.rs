@@ -14,6 +14,8 @@ use serde::Deserializer;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
+use super::object::{ObjectForm, RequestObject};
+use super::object_view::{JsonKind, JsonRead, ObjectView};
 use super::request::{
     AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation, WantedObjects,
 };
@@ -41,6 +43,10 @@ pub(super) struct RequestSeed<'w> {
     /// When set, reading stops with an error at the first object if `wants` asks for any,
     /// and this is set to say why.
     pub stop_if_wanted: Option<&'w Cell<bool>>,
+    /// How a wanted object is decoded.
+    pub form: ObjectForm,
+    /// The length of the whole body, which bounds an object's.
+    pub body_bytes: usize,
 }
 
 /// Each field of the request, as a bit of [`RequestVisitor`]'s record of what it has read.
@@ -113,6 +119,8 @@ impl<'de> Visitor<'de> for OptionalRequest<'_> {
             .deserialize_map(RequestVisitor {
                 wants: self.0.wants,
                 stop_if_wanted: self.0.stop_if_wanted,
+                form: self.0.form,
+                body_bytes: self.0.body_bytes,
             })
             .map(Some)
     }
@@ -121,6 +129,8 @@ impl<'de> Visitor<'de> for OptionalRequest<'_> {
 struct RequestVisitor<'w> {
     wants: &'w dyn Fn(&AdmissionRequest) -> WantedObjects,
     stop_if_wanted: Option<&'w Cell<bool>>,
+    form: ObjectForm,
+    body_bytes: usize,
 }
 
 impl<'de> Visitor<'de> for RequestVisitor<'_> {
@@ -208,7 +218,12 @@ impl<'de> Visitor<'de> for RequestVisitor<'_> {
                             SkippedValue::Other => not_an_object.1 = true,
                         }
                     } else {
-                        *slot = map.next_value::<Option<Value>>()?;
+                        *slot = match self.form {
+                            ObjectForm::Tree => {
+                                map.next_value::<Option<Value>>()?.map(RequestObject::from)
+                            }
+                            ObjectForm::View => map.next_value_seed(ViewOf(self.body_bytes))?,
+                        };
                     }
                 }
                 DRY_RUN => request.dry_run = map.next_value()?,
@@ -232,6 +247,19 @@ impl<'de> Visitor<'de> for RequestVisitor<'_> {
             not_an_object,
             skipped_types,
         })
+    }
+}
+
+/// An object decoded into an [`ObjectView`] with room for about as many bytes (`None` for
+/// `null`).
+struct ViewOf(usize);
+
+impl<'de> DeserializeSeed<'de> for ViewOf {
+    type Value = Option<RequestObject>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        let view = ObjectView::deserialize_from(deserializer, self.0)?;
+        Ok((view.root().kind() != JsonKind::Null).then(|| RequestObject::from_view(view)))
     }
 }
 
@@ -473,6 +501,10 @@ pub(super) struct ReviewSeed<'w> {
     pub wants: &'w dyn Fn(&AdmissionRequest) -> WantedObjects,
     /// [`RequestSeed::stop_if_wanted`].
     pub stop_if_wanted: Option<&'w Cell<bool>>,
+    /// [`RequestSeed::form`].
+    pub form: ObjectForm,
+    /// [`RequestSeed::body_bytes`].
+    pub body_bytes: usize,
 }
 
 impl<'de> DeserializeSeed<'de> for ReviewSeed<'_> {
@@ -511,6 +543,8 @@ impl<'de> Visitor<'de> for ReviewSeed<'_> {
                     request = Some(map.next_value_seed(RequestSeed {
                         wants: self.wants,
                         stop_if_wanted: self.stop_if_wanted,
+                        form: self.form,
+                        body_bytes: self.body_bytes,
                     })?);
                 }
                 ReviewField::Other => {

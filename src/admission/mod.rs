@@ -7,14 +7,16 @@
 //! kube-rs#1781).
 
 mod envelope;
+mod object;
 pub mod object_view;
 mod request;
 mod response;
 
+pub use object::{ObjectForm, RequestObject};
 pub use object_view::{JsonKind, JsonRead, JsonRef, Node, ObjectView, unique_members};
 pub use request::{
     AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation, ParsedReview, ReviewError,
-    ReviewVersion, UserInfo, WantedObjects, parse_review, parse_review_for,
+    ReviewVersion, UserInfo, WantedObjects, parse_review, parse_review_as, parse_review_for,
     parse_review_unless_wanted,
 };
 pub use response::{AdmissionResponse, ResponseStatus, encode_review};

@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::envelope::{ReadRequest, ReviewSeed};
+use super::object::{ObjectForm, RequestObject};
+use super::object_view::JsonKind;
 
 /// The AdmissionReview API version a request arrived in; the response uses the same one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -106,9 +108,20 @@ pub fn parse_review_for(
     body: &[u8],
     wants: &dyn Fn(&AdmissionRequest) -> WantedObjects,
 ) -> Result<ParsedReview, ReviewError> {
-    match read_review(body, wants, None)? {
+    parse_review_as(body, wants, ObjectForm::Tree)
+}
+
+/// Parses an AdmissionReview body as [`parse_review_for`] does, decoding the objects wanted
+/// in `form`.
+pub fn parse_review_as(
+    body: &[u8],
+    wants: &dyn Fn(&AdmissionRequest) -> WantedObjects,
+    form: ObjectForm,
+) -> Result<ParsedReview, ReviewError> {
+    match read_review(body, wants, None, form)? {
         Some(review) => Ok(review),
-        None => parse_review(body),
+        // Nothing is skipped when both objects are wanted: no further reading.
+        None => parse_review_as(body, &|_| WantedObjects::Both, form),
     }
 }
 
@@ -120,7 +133,7 @@ pub fn parse_review_unless_wanted(
     body: &[u8],
     wants: &dyn Fn(&AdmissionRequest) -> WantedObjects,
 ) -> Result<Option<ParsedReview>, ReviewError> {
-    read_review(body, wants, Some(&Cell::new(false)))
+    read_review(body, wants, Some(&Cell::new(false)), ObjectForm::Tree)
 }
 
 /// [`parse_review_for`], but `None` where it would read the body again, whole; with
@@ -130,6 +143,7 @@ fn read_review(
     body: &[u8],
     wants: &dyn Fn(&AdmissionRequest) -> WantedObjects,
     stop_if_wanted: Option<&Cell<bool>>,
+    form: ObjectForm,
 ) -> Result<Option<ParsedReview>, ReviewError> {
     // An envelope is only ever an object; say so before serde names what it expected.
     match body.iter().find(|b| !b.is_ascii_whitespace()) {
@@ -142,6 +156,8 @@ fn read_review(
     let seed = ReviewSeed {
         wants,
         stop_if_wanted,
+        form,
+        body_bytes: body.len(),
     };
     // Checking the UTF-8 of the whole body at once lets serde_json skip checking each string
     // it reads; a body that is not UTF-8 goes the byte path, which names where it breaks.
@@ -180,7 +196,7 @@ fn read_review(
         ("object", &request.object, not_an_object.0),
         ("oldObject", &request.old_object, not_an_object.1),
     ] {
-        if skipped_not_a_map || value.as_ref().is_some_and(|v| !v.is_object()) {
+        if skipped_not_a_map || value.as_ref().is_some_and(|v| v.kind() != JsonKind::Object) {
             return Err(ReviewError::ObjectNotMap(field));
         }
     }
@@ -240,10 +256,10 @@ pub struct AdmissionRequest {
     pub user_info: UserInfo,
     /// The new object (CREATE, UPDATE, CONNECT options); null on DELETE.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub object: Option<Value>,
+    pub object: Option<RequestObject>,
     /// The existing object (UPDATE, DELETE).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub old_object: Option<Value>,
+    pub old_object: Option<RequestObject>,
     /// True when the request will not be persisted; Portcullis decides it like any other.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dry_run: Option<bool>,
@@ -305,8 +321,8 @@ impl AdmissionRequest {
     /// The object the decision is about: `object`, or `oldObject` for DELETE.
     pub fn subject(&self) -> Option<&Value> {
         match self.operation {
-            Operation::Delete => self.old_object.as_ref().or(self.object.as_ref()),
-            _ => self.object.as_ref(),
+            Operation::Delete => self.old_object.as_deref().or(self.object.as_deref()),
+            _ => self.object.as_deref(),
         }
     }
 }

@@ -211,7 +211,7 @@ impl WebhookExclusions {
         let kind = &request.kind;
         let is_namespace = kind.group.is_empty() && kind.kind == "Namespace";
         if is_namespace {
-            let object = request.object.as_ref().or(request.old_object.as_ref());
+            let object = request.object.as_deref().or(request.old_object.as_deref());
             let own = |key: &str| -> Option<&str> {
                 if key == NAME_LABEL {
                     return request.name.as_deref();
@@ -453,7 +453,7 @@ mod tests {
             // On UPDATE either object may match.
             let mut update = request(skipped.clone());
             update.operation = Operation::Update;
-            update.old_object = Some(pod("team"));
+            update.old_object = Some(pod("team").into());
             assert_eq!(exclusions.exclusion(&update, &namespaces), Ok(None));
         }
         // Without a selector every object is selected, labels or not.

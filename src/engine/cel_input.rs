@@ -48,7 +48,7 @@ impl<'r> CelInput<'r> {
                 namespaces,
                 json: OnceLock::new(),
             },
-            old_object: request.old_object.as_ref(),
+            old_object: request.old_object.as_deref(),
             authorizer: None,
         }
     }

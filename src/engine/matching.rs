@@ -74,7 +74,7 @@ impl SelectorMatcher {
         if selector.match_labels.is_empty() && selector.match_expressions.is_empty() {
             return true;
         }
-        [request.object.as_ref(), request.old_object.as_ref()]
+        [request.object.as_deref(), request.old_object.as_deref()]
             .into_iter()
             .flatten()
             .any(|object| {
@@ -181,7 +181,7 @@ pub fn namespace_labels_of(request: &AdmissionRequest) -> NamespaceLabelsOf<'_> 
         && request.sub_resource.as_deref().unwrap_or("").is_empty()
         && matches!(request.operation, Operation::Create | Operation::Update)
     {
-        NamespaceLabelsOf::Object(request.object.as_ref())
+        NamespaceLabelsOf::Object(request.object.as_deref())
     } else if !namespace.is_empty() {
         NamespaceLabelsOf::Namespace(namespace)
     } else if on_namespaces {
@@ -615,7 +615,7 @@ mod tests {
         let plain = json!({"metadata": {"name": "team"}});
         let old_gold = |operation: &str, object: Value| {
             let mut request = request("Namespace", "", "team", operation, object);
-            request.old_object = Some(gold.clone());
+            request.old_object = Some(gold.clone().into());
             request
         };
         // The apiserver names the namespace updated or deleted in `namespace`; a CREATE
@@ -729,7 +729,7 @@ mod tests {
         assert!(!SelectorMatcher::selects_objects(&team, &connect, labels));
         let mut update = request("Pod", "", "ns", "UPDATE", json!({"metadata": {}}));
         assert!(!SelectorMatcher::selects_objects(&team, &update, labels));
-        update.old_object = Some(labelled.clone());
+        update.old_object = Some(labelled.clone().into());
         assert!(SelectorMatcher::new(&team).matches_objects(&update, labels));
     }
 }

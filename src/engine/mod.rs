@@ -22,7 +22,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::admission::{AdmissionRequest, Operation, WantedObjects};
+use crate::admission::{
+    AdmissionRequest, JsonRead, JsonRef, ObjectForm, Operation, WantedObjects,
+};
 use crate::authorization::AccessReviewer;
 use crate::patch::ObjectEditor;
 use crate::policy::admission_policy::{ParamKind, ParamRef};
@@ -220,9 +222,12 @@ pub enum EvalError {
 /// evaluation error rather than a decision on misread fields.
 fn check_object_shape(request: &AdmissionRequest, pod_security: bool) -> Result<(), EvalError> {
     for object in [&request.object, &request.old_object].into_iter().flatten() {
-        let field = |name: &str| object.get(name).and_then(serde_json::Value::as_str);
         let kind = &request.kind;
-        if let (Some(object_version), Some(object_kind)) = (field("apiVersion"), field("kind"))
+        let type_strings = match object.json() {
+            JsonRef::Tree(tree) => type_strings(tree),
+            JsonRef::View(node) => type_strings(node),
+        };
+        if let (Some(object_version), Some(object_kind)) = type_strings
             && !kind.is_type_of(object_version, object_kind)
         {
             let api_version = if kind.group.is_empty() {
@@ -236,11 +241,17 @@ fn check_object_shape(request: &AdmissionRequest, pod_security: bool) -> Result<
             });
         }
         if pod_security && pod_spec_location(request).is_some() {
-            crate::kubernetes::schema::decode::check_object(kind, object.into())
+            crate::kubernetes::schema::decode::check_object(kind, object.json())
                 .map_err(|error| EvalError::Undecodable(error.to_string()))?;
         }
     }
     Ok(())
+}
+
+/// An object's `apiVersion` and `kind`, where they are strings.
+fn type_strings<'a, J: JsonRead<'a>>(object: J) -> (Option<&'a str>, Option<&'a str>) {
+    let field = |name: &str| object.get(name).and_then(JsonRead::as_str);
+    (field("apiVersion"), field("kind"))
 }
 
 /// The built-in policy set, embedded in the binary.
@@ -398,6 +409,22 @@ impl Engine {
         }
     }
 
+    /// How `serve` decodes the objects of a request to `endpoint`: into an object view when
+    /// every rule that may run there reads one (Pod Security, the shape checks), else into a
+    /// tree. Either way [`Engine::evaluate`] decides alike: a reader that needs a tree gets one
+    /// built from the view ([`crate::admission::RequestObject`]).
+    pub fn object_form(&self, endpoint: Endpoint) -> ObjectForm {
+        let views_only = endpoint == Endpoint::Validate
+            && self.policies.is_empty()
+            && self.admission_policies.is_empty()
+            && self.gatekeeper.is_empty();
+        if views_only {
+            ObjectForm::View
+        } else {
+            ObjectForm::Tree
+        }
+    }
+
     /// Whether some rule may read the labels or the object of a request's namespace: any
     /// rule at all, since native policies, Pod Security, admission policies and Gatekeeper
     /// constraints all may. A
@@ -494,7 +521,7 @@ impl Engine {
                 );
             }
             Endpoint::Mutate => {
-                let Some(object) = request.object.as_ref() else {
+                let Some(object) = request.object.as_deref() else {
                     return Ok(decision);
                 };
                 let mut editor = ObjectEditor::new(object);

@@ -69,7 +69,7 @@ impl CheckResult {
     /// The object as admitted: patched if `/mutate` changed it, else the request's object
     /// (`None` for DELETE).
     pub fn admitted_object<'a>(&'a self, request: &'a AdmissionRequest) -> Option<&'a Value> {
-        self.patched_object.as_ref().or(request.object.as_ref())
+        self.patched_object.as_ref().or(request.object.as_deref())
     }
 }
 
@@ -193,7 +193,7 @@ impl<'a> Checker<'a> {
         request: &AdmissionRequest,
         registration: bool,
     ) -> Result<CheckResult, CheckError> {
-        let written = request.object.as_ref().filter(|_| registration);
+        let written = request.object.as_deref().filter(|_| registration);
         self.decide(source, request, registration, written)
     }
 
@@ -242,7 +242,7 @@ impl<'a> Checker<'a> {
             let request = match &result.patched_object {
                 Some(patched) => {
                     let mut patched_request = request.clone();
-                    patched_request.object = Some(patched.clone());
+                    patched_request.object = Some(patched.clone().into());
                     Cow::Owned(patched_request)
                 }
                 None => Cow::Borrowed(request),

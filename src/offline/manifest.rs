@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::input::{InputError, Source};
 use crate::admission::{
+    RequestObject,
     AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation, UserInfo,
 };
 use crate::kubernetes::defaulting::apply_defaults;
@@ -418,8 +419,8 @@ impl Manifest {
                 groups: OFFLINE_GROUPS.iter().map(|g| (*g).to_owned()).collect(),
                 ..UserInfo::default()
             },
-            object,
-            old_object,
+            object: object.map(RequestObject::from),
+            old_object: old_object.map(RequestObject::from),
             dry_run: Some(false),
             options: Some(json!({"apiVersion": "meta.k8s.io/v1", "kind": options})),
         }

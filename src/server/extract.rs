@@ -10,7 +10,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{ApiError, AppState, permits_by};
 use crate::admission::{
-    AdmissionRequest, ParsedReview, WantedObjects, parse_review_for, parse_review_unless_wanted,
+    AdmissionRequest, ObjectForm, ParsedReview, WantedObjects, parse_review_as,
+    parse_review_unless_wanted,
 };
 
 /// A POSTed AdmissionReview body, read but not yet parsed, with the deadline for answering it.
@@ -68,8 +69,9 @@ impl RawReviewBody {
     pub fn parse(
         &self,
         wants: &dyn Fn(&AdmissionRequest) -> WantedObjects,
+        form: ObjectForm,
     ) -> Result<AdmissionReviewBody, ApiError> {
-        let review = parse_review_for(&self.bytes, wants)?;
+        let review = parse_review_as(&self.bytes, wants, form)?;
         Ok(self.parsed(review))
     }
 

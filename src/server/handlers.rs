@@ -8,7 +8,9 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::{AdmissionReviewBody, ApiError, AppState, OnError, RawReviewBody, permits_by};
-use crate::admission::{AdmissionRequest, AdmissionResponse, WantedObjects, encode_review};
+use crate::admission::{
+    AdmissionRequest, AdmissionResponse, ObjectForm, WantedObjects, encode_review,
+};
 use crate::engine::{Decision, Endpoint, Engine, EvalContext, EvalError, NamespaceLookup};
 use crate::metrics::EndpointLabel;
 use crate::telemetry::DecisionLine;
@@ -225,9 +227,10 @@ async fn parse_and_decide_off_workers(
     let evaluated = off_workers(state, move || {
         let state = worker_state.as_ref();
         let namespaces = state.namespaces.as_ref();
-        let mut body = raw.parse(&|request: &AdmissionRequest| {
-            wanted_objects(&engine, namespaces, endpoint, request)
-        })?;
+        let mut body = raw.parse(
+            &|request: &AdmissionRequest| wanted_objects(&engine, namespaces, endpoint, request),
+            engine.object_form(endpoint),
+        )?;
         if body.review.objects_skipped {
             return Ok((Decided::unwanted(&body.review.request.uid), body));
         }
@@ -422,7 +425,9 @@ async fn take_slots_for(
     }
     match wait_for_slots(state, slots, raw.deadline).await {
         Some(permit) => Ok(LargeBody::InSlots(permit)),
-        None => Ok(LargeBody::NoSlots(raw.parse(&|_| WantedObjects::Neither)?)),
+        None => Ok(LargeBody::NoSlots(
+            raw.parse(&|_| WantedObjects::Neither, ObjectForm::Tree)?,
+        )),
     }
 }
 
@@ -453,7 +458,7 @@ async fn decide_review(
 ) -> Result<(Decided, AdmissionReviewBody), Response> {
     let Some(engine) = state.engine.load_full() else {
         let body = raw
-            .parse(&|_| WantedObjects::Both)
+            .parse(&|_| WantedObjects::Both, ObjectForm::Tree)
             .map_err(IntoResponse::into_response)?;
         let response = evaluation_failure(
             state.settings.on_error,
@@ -481,7 +486,9 @@ async fn decide_review(
             }
         };
     }
-    let body = raw.parse(&wants).map_err(IntoResponse::into_response)?;
+    let body = raw
+        .parse(&wants, engine.object_form(endpoint))
+        .map_err(IntoResponse::into_response)?;
     if body.review.objects_skipped {
         return Ok((Decided::unwanted(&body.review.request.uid), body));
     }

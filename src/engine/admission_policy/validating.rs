@@ -415,7 +415,7 @@ pub fn validate<'r>(
         let fail = policy.core.failure_policy == FailurePolicy::Fail;
         // Audit annotation values per key, for this policy, across its bindings.
         let mut annotations: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-        let object = request.object.as_ref();
+        let object = request.object.as_deref();
         let matched = policy.core.dispatch(
             &policy.bindings,
             ParamSources {

@@ -280,9 +280,9 @@ impl<'r> CelRequest<'r> {
                 }
                 let object = match request.operation {
                     Operation::Delete => None,
-                    _ => request.object.as_ref(),
+                    _ => request.object.as_deref(),
                 };
-                (attributes, object, request.old_object.as_ref())
+                (attributes, object, request.old_object.as_deref())
             }
         };
         let namespace = attributes

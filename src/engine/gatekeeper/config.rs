@@ -173,9 +173,9 @@ impl CompiledConfig {
 /// the error and reviews the request).
 fn judged_namespace(request: &AdmissionRequest) -> Option<&str> {
     let object = if request.operation == Operation::Delete {
-        request.old_object.as_ref()
+        request.old_object.as_deref()
     } else {
-        request.object.as_ref()
+        request.object.as_deref()
     }?;
     let text = |pointer: &str| object.pointer(pointer).and_then(serde_json::Value::as_str);
     if text("/kind") == Some("Namespace") && text("/apiVersion") == Some("v1") {
@@ -267,9 +267,9 @@ mod tests {
         request.operation = operation;
         request.namespace = namespace.map(ToOwned::to_owned);
         if operation == Operation::Delete {
-            request.old_object = Some(object);
+            request.old_object = Some(object.into());
         } else {
-            request.object = Some(object);
+            request.object = Some(object.into());
         }
         request
     }

@@ -10,7 +10,9 @@
 use serde_json::{Map, Value, json};
 
 use super::Action;
-use crate::admission::{AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation};
+use crate::admission::{
+    AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation, RequestObject,
+};
 use crate::policy::gatekeeper::GatekeeperDocument;
 use crate::policy::gatekeeper_expansion::{ApplyTo, ExpansionTemplate};
 use crate::policy::{DocumentSource, PolicyError};
@@ -436,8 +438,8 @@ fn resultant_request(
         namespace,
         operation,
         user_info: Default::default(),
-        object,
-        old_object,
+        object: object.map(RequestObject::from),
+        old_object: old_object.map(RequestObject::from),
         dry_run: None,
         options: None,
     }
@@ -536,15 +538,15 @@ mod tests {
         let shop = ExpansionNamespace::Of("shop".into());
         let op = Some(Operation::Create);
         let resultants = expansions
-            .expand(&request, request.object.as_ref().unwrap(), &shop, None, op)
+            .expand(&request, request.object.as_deref().unwrap(), &shop, None, op)
             .unwrap();
         assert_eq!(resultants.len(), 1);
         let resultant = &resultants[0];
         assert_eq!(resultant.template.name, "expand-deployments");
         assert_eq!(resultant.template.action, Some(Action::Warn));
         assert_eq!(
-            resultant.request.object,
-            Some(json!({
+            resultant.request.object.as_deref(),
+            Some(&json!({
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {
                     "name": "web-pod", "namespace": "shop", "labels": {"app": "web"},

@@ -571,11 +571,11 @@ impl ConstraintMatcher {
             return Ok(true);
         };
         let objects = match request.operation {
-            Operation::Delete => match &request.old_object {
+            Operation::Delete => match request.old_object.as_deref() {
                 Some(old) => [Some(old), None],
                 None => return Ok(false),
             },
-            _ => [request.object.as_ref(), request.old_object.as_ref()],
+            _ => [request.object.as_deref(), request.old_object.as_deref()],
         };
         if objects.iter().all(Option::is_none) {
             return Err(MatchError::NoObject);

@@ -696,8 +696,8 @@ impl Gatekeeper {
             }
             (_, None) => {
                 let object = match request.operation {
-                    Operation::Delete => request.old_object.as_ref(),
-                    _ => request.object.as_ref(),
+                    Operation::Delete => request.old_object.as_deref(),
+                    _ => request.object.as_deref(),
                 };
                 let Some(object) = object else {
                     return Ok(Vec::new());

@@ -108,8 +108,8 @@ struct Objects<'a> {
 /// DELETE, `object` is the old object (`setObjectOnDelete`).
 fn webhook_review(request: &AdmissionRequest) -> (Map<String, Value>, Objects<'_>) {
     let mut objects = Objects {
-        object: request.object.as_ref(),
-        old_object: request.old_object.as_ref(),
+        object: request.object.as_deref(),
+        old_object: request.old_object.as_deref(),
     };
     if request.operation == crate::admission::Operation::Delete
         && let Some(old) = &request.old_object

@@ -60,7 +60,7 @@ use super::templates::{
 };
 use super::text::go_quote;
 use super::{CheckFailure, Level, LevelVersion, Version, check_pod, violation_message};
-use crate::admission::JsonRead;
+use crate::admission::{JsonRead, JsonRef, RequestObject};
 use crate::admission::{AdmissionRequest, Operation};
 use crate::engine::{
     Decision, DenialStatus, Labels, NamespaceLookup, PolicyOutcome, ReadFailure, ResourceRule,
@@ -466,7 +466,7 @@ impl PodSecurityAdmission {
         if !subresource.is_empty() {
             return;
         }
-        let Some(namespace) = request.object.as_ref() else {
+        let Some(namespace) = request.object.as_deref() else {
             return;
         };
         let (policy, errors) = self.resolve_policy(|key| object_label(namespace, key));
@@ -498,7 +498,7 @@ impl PodSecurityAdmission {
                 }
             }
             Operation::Update => {
-                let old = request.old_object.as_ref();
+                let old = request.old_object.as_deref();
                 let (old_policy, old_errors) = self.resolve_policy(|key| object_label(old?, key));
                 // Labels that were already invalid in the same way may stay.
                 if !errors.is_empty() && (old_errors.is_empty() || errors != old_errors) {
@@ -630,14 +630,42 @@ impl PodSecurityAdmission {
         let Some(pod) = request.object.as_ref() else {
             return;
         };
-        if request.operation == Operation::Update
-            && let Some(old_pod) = request.old_object.as_ref()
+        let old_pod = request
+            .old_object
+            .as_ref()
+            .filter(|_| request.operation == Operation::Update);
+        // Read from the views where both objects are held in one, else from the trees.
+        match (pod.json(), old_pod.map(RequestObject::json)) {
+            (JsonRef::View(pod), None) => {
+                self.validate_pod_object(&policy, &errors, pod, None, decision);
+            }
+            (JsonRef::View(pod), Some(JsonRef::View(old_pod))) => {
+                self.validate_pod_object(&policy, &errors, pod, Some(old_pod), decision);
+            }
+            _ => {
+                let old_pod = old_pod.map(|old_pod| old_pod.tree());
+                self.validate_pod_object(&policy, &errors, pod.tree(), old_pod, decision);
+            }
+        }
+    }
+
+    /// The end of upstream's `ValidatePod`: a significant change to `pod` (from `old_pod` on
+    /// an UPDATE) is evaluated, enforce level included.
+    fn validate_pod_object<'a, J: PodJson<'a>>(
+        &self,
+        policy: &NamespacePolicy,
+        errors: &[LabelError],
+        pod: J,
+        old_pod: Option<J>,
+        decision: &mut Decision,
+    ) {
+        if let Some(old_pod) = old_pod
             && !is_significant_pod_update(pod, old_pod)
         {
             return;
         }
         let (metadata, spec) = (pod.get("metadata"), pod.get("spec"));
-        self.evaluate_pod(&policy, &errors, metadata, spec, true, decision);
+        self.evaluate_pod(policy, errors, metadata, spec, true, decision);
     }
 
     /// Upstream's `ValidatePodController`: warn and audit only.
@@ -673,14 +701,19 @@ impl PodSecurityAdmission {
             }
             ControllerPolicy::Checked(policy, errors) => (policy, errors),
         };
-        let Some((metadata, spec)) = request
-            .object
-            .as_ref()
-            .and_then(|object| extract_template(object, template))
-        else {
-            return;
-        };
-        self.evaluate_pod(&policy, &errors, metadata, spec, false, decision);
+        match request.object.as_ref().map(RequestObject::json) {
+            Some(JsonRef::View(object)) => {
+                if let Some((metadata, spec)) = extract_template(object, template) {
+                    self.evaluate_pod(&policy, &errors, metadata, spec, false, decision);
+                }
+            }
+            Some(JsonRef::Tree(object)) => {
+                if let Some((metadata, spec)) = extract_template(object, template) {
+                    self.evaluate_pod(&policy, &errors, metadata, spec, false, decision);
+                }
+            }
+            None => {}
+        }
     }
 
     /// What upstream's `ValidatePodController` decides before it reads the object.

@@ -612,7 +612,7 @@ fn review(
                 .and_then(Value::as_str)
                 .filter(|namespace| !namespace.is_empty())
                 .map(str::to_owned);
-            request.object = Some(written.clone());
+            request.object = Some(written.clone().into());
             (request, Some(written))
         }
     };

@@ -1,0 +1,172 @@
+//! A request's objects decoded into object views decide exactly as decoded into trees.
+//!
+//! `serve` decodes a wanted object into an [`ObjectView`](portcullis::admission::ObjectView)
+//! when every rule that may run reads one (today: a policy set of Pod Security alone), and any
+//! reader that needs a tree gets one built from the view. Both are held here to the decisions
+//! of the tree form: every review fixture, at both endpoints, under policy sets of every
+//! family, and through the router for a Pod Security set, where no tree may be built.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{body_bytes, post_json};
+use portcullis::admission::{
+    ObjectForm, ParsedReview, WantedObjects, parse_review, parse_review_as,
+};
+use portcullis::engine::{Endpoint, Engine, EvalContext};
+use portcullis::policy::read_documents;
+use portcullis::server::{AppState, RequestSettings, webhook_router};
+use serde_json::Value;
+use tower::ServiceExt;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn engine(paths: &[&str]) -> Engine {
+    let paths: Vec<PathBuf> = paths.iter().map(|path| root().join(path)).collect();
+    Engine::compile(&read_documents(&paths).unwrap()).unwrap()
+}
+
+/// Every AdmissionReview fixture of the folders that hold them.
+fn reviews() -> Vec<(String, Vec<u8>)> {
+    let mut reviews = Vec::new();
+    for folder in [
+        "tests/fixtures/reviews",
+        "tests/fixtures/pod_security_admission/reviews",
+        "bench/fixtures",
+    ] {
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(root().join(folder))
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.extension().is_some_and(|e| e == "json"))
+            .collect();
+        paths.sort();
+        for path in paths {
+            let body = std::fs::read(&path).unwrap();
+            reviews.push((path.display().to_string(), body));
+        }
+    }
+    reviews
+}
+
+fn parsed(body: &[u8], form: ObjectForm) -> ParsedReview {
+    parse_review_as(body, &|_| WantedObjects::Both, form).unwrap()
+}
+
+#[test]
+fn views_decide_as_trees_under_every_policy_family() {
+    let engines = [
+        ("built-in", Engine::builtin()),
+        ("pod security", engine(&["tests/fixtures/bench/policies/pod-security.yaml"])),
+        ("native and pod security", engine(&["tests/fixtures/bench/policies"])),
+        ("admission policies", engine(&["bench/fixtures/vap", "bench/fixtures/vap-small"])),
+        (
+            "gatekeeper",
+            engine(&[
+                "tests/fixtures/gatekeeper/allowed-registries/templates",
+                "tests/fixtures/gatekeeper/allowed-registries/constraints",
+                "tests/fixtures/gatekeeper/cel-and-rego/templates",
+                "tests/fixtures/gatekeeper/cel-and-rego/constraints",
+            ]),
+        ),
+    ];
+    let reviews = reviews();
+    assert!(reviews.len() >= 25, "{}", reviews.len());
+    let mut compared = 0;
+    for (name, engine) in &engines {
+        for endpoint in [Endpoint::Validate, Endpoint::Mutate] {
+            let context = EvalContext::new(endpoint);
+            for (path, body) in &reviews {
+                let tree = parsed(body, ObjectForm::Tree).request;
+                let view = parsed(body, ObjectForm::View).request;
+                assert_eq!(
+                    view.object.as_ref().map(|o| o.view().is_some()),
+                    tree.object.as_ref().map(|_| true),
+                    "{path}"
+                );
+                let from_tree = engine.evaluate(&tree, &context);
+                let from_view = engine.evaluate(&view, &context);
+                let case = format!("{name}, {endpoint:?}, {path}");
+                match (from_tree, from_view) {
+                    (Ok(from_tree), Ok(from_view)) => {
+                        assert_eq!(from_view, from_tree, "{case}");
+                        assert_eq!(from_view.patch, from_tree.patch, "{case}");
+                        assert_eq!(from_view.patched_object, from_tree.patched_object, "{case}");
+                        assert_eq!(from_view.outcomes, from_tree.outcomes, "{case}");
+                    }
+                    (Err(from_tree), Err(from_view)) => {
+                        assert_eq!(from_view.to_string(), from_tree.to_string(), "{case}");
+                    }
+                    (from_tree, from_view) => panic!("{case}: {from_tree:?} / {from_view:?}"),
+                }
+                compared += 1;
+            }
+        }
+    }
+    assert_eq!(compared, engines.len() * 2 * reviews.len());
+}
+
+#[test]
+fn serve_reads_views_only_where_every_rule_reads_them() {
+    let pod_security = engine(&["tests/fixtures/bench/policies/pod-security.yaml"]);
+    assert_eq!(pod_security.object_form(Endpoint::Validate), ObjectForm::View);
+    assert_eq!(pod_security.object_form(Endpoint::Mutate), ObjectForm::Tree);
+    for other in [
+        Engine::builtin(),
+        engine(&["tests/fixtures/bench/policies"]),
+        engine(&["bench/fixtures/vap"]),
+        engine(&[
+            "tests/fixtures/gatekeeper/allowed-registries/templates",
+            "tests/fixtures/gatekeeper/allowed-registries/constraints",
+        ]),
+    ] {
+        assert_eq!(other.object_form(Endpoint::Validate), ObjectForm::Tree);
+    }
+}
+
+#[test]
+fn pod_security_reads_pods_without_building_a_tree() {
+    let engine = engine(&["tests/fixtures/bench/policies/pod-security.yaml"]);
+    let context = EvalContext::new(Endpoint::Validate);
+    let mut pods = 0;
+    for (path, body) in reviews() {
+        let request = parsed(&body, ObjectForm::View).request;
+        if request.kind.kind == "Namespace" {
+            continue;
+        }
+        let decision = engine.evaluate(&request, &context);
+        assert!(decision.is_ok() || request.kind.kind != "Pod", "{path}");
+        for object in [&request.object, &request.old_object].into_iter().flatten() {
+            assert!(object.tree_if_built().is_none(), "{path}: a tree was built");
+        }
+        pods += usize::from(request.kind.kind == "Pod" && request.object.is_some());
+    }
+    assert!(pods >= 10, "{pods}");
+}
+
+/// Through the router: a Pod Security set decides from views what the built-in set (trees)
+/// decides of Pod Security.
+#[tokio::test]
+async fn the_router_answers_from_views() {
+    let engine = engine(&["tests/fixtures/bench/policies/pod-security.yaml"]);
+    let router = webhook_router(AppState::new(engine, RequestSettings::default()));
+    let body = std::fs::read(root().join("tests/fixtures/reviews/pod-create-privileged.json"))
+        .unwrap();
+    let response = router
+        .clone()
+        .oneshot(post_json("/validate", body.clone()))
+        .await
+        .unwrap();
+    let answer: Value = serde_json::from_slice(&body_bytes(response).await).unwrap();
+    let expected = parse_review(&body).unwrap().request.uid;
+    assert_eq!(answer["response"]["uid"], expected.as_str());
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    let message = answer["response"]["status"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("[pod-security/enforce] violates PodSecurity \"restricted:latest\": "),
+        "{message}"
+    );
+    assert!(message.contains("privileged (container"), "{message}");
+}
