@@ -4,7 +4,9 @@
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use portcullis::admission::{encode_review, parse_review, parse_review_for};
+use portcullis::admission::{
+    ObjectForm, encode_review, parse_review, parse_review_as, parse_review_for,
+};
 use portcullis::engine::{Endpoint, Engine, EvalContext, NoNamespaces};
 use portcullis::kubernetes::defaulting::apply_defaults;
 use portcullis::server::{AppState, RequestSettings, webhook_router};
@@ -254,34 +256,58 @@ fn defaulting(c: &mut Criterion) {
     group.finish();
 }
 
+/// A review at `/validate` as `serve` decides it, envelope first, its objects decoded in
+/// `form`: the encoded response.
+fn decide_validate(engine: &Engine, body: &[u8], form: ObjectForm) -> Vec<u8> {
+    let wants = |request: &_| engine.wanted_objects(request, Endpoint::Validate, &NoNamespaces);
+    let review = parse_review_as(body, &wants, form).unwrap();
+    let decision = if review.objects_skipped {
+        Default::default()
+    } else {
+        let context = EvalContext::new(Endpoint::Validate);
+        engine.evaluate(&review.request, &context).unwrap()
+    };
+    let response = decision.to_response(&review.request.uid);
+    encode_review(review.version, &response)
+}
+
 /// #14's small Pod (bench/fixtures/pod-small-review.json) as `serve` decides it, envelope
-/// first: under no rules (the load bench's floor), and under Pod Security restricted + four
-/// CEL validations (its `small-pss-cel`); and the parts of the latter.
+/// first: under no rules (the load bench's floor), under Pod Security restricted alone (its
+/// objects read from an object view, as `serve` reads them for such a set, and from a tree),
+/// and under Pod Security restricted + four CEL validations (the load bench's
+/// `small-pss-cel`); and the parts of the latter. Then the 10 KB Pod under Pod Security alone,
+/// from a view and from a tree.
 fn small_pod(c: &mut Criterion) {
     let root = env!("CARGO_MANIFEST_DIR");
+    let pod_security: std::path::PathBuf =
+        format!("{root}/tests/fixtures/bench/policies/pod-security.yaml").into();
     let policies = [
-        format!("{root}/tests/fixtures/bench/policies/pod-security.yaml").into(),
+        pod_security.clone(),
         format!("{root}/bench/fixtures/vap-small").into(),
     ];
     let pss_cel = Engine::load(&policies).expect("small-Pod policies");
+    let pss = Engine::load(&[pod_security]).expect("Pod Security policy");
+    assert_eq!(pss.object_form(Endpoint::Validate), ObjectForm::View);
     let floor = Engine::empty();
     let body = bench_fixture("pod-small-review.json");
     let mut group = c.benchmark_group("small-pod");
-    for (name, engine) in [("floor", &floor), ("pss-cel", &pss_cel)] {
+    for (name, engine, form) in [
+        ("floor", &floor, ObjectForm::Tree),
+        ("pss", &pss, ObjectForm::View),
+        ("pss-from-tree", &pss, ObjectForm::Tree),
+        ("pss-cel", &pss_cel, ObjectForm::Tree),
+    ] {
         group.bench_function(format!("pipeline/{name}"), |b| {
-            b.iter(|| {
-                let wants =
-                    |request: &_| engine.wanted_objects(request, Endpoint::Validate, &NoNamespaces);
-                let review = parse_review_for(black_box(&body), &wants).unwrap();
-                let decision = if review.objects_skipped {
-                    Default::default()
-                } else {
-                    let context = EvalContext::new(Endpoint::Validate);
-                    engine.evaluate(&review.request, &context).unwrap()
-                };
-                let response = decision.to_response(&review.request.uid);
-                black_box(encode_review(review.version, &response))
-            })
+            b.iter(|| black_box(decide_validate(engine, black_box(&body), form)))
+        });
+    }
+    let large = std::fs::read(format!("{root}/tests/fixtures/bench/pod-10kb.json")).unwrap();
+    for (name, form) in [
+        ("pss", ObjectForm::View),
+        ("pss-from-tree", ObjectForm::Tree),
+    ] {
+        group.bench_function(format!("pipeline-10kb/{name}"), |b| {
+            b.iter(|| black_box(decide_validate(&pss, black_box(&large), form)))
         });
     }
     let review = parse_review(&body).unwrap();

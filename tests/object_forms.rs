@@ -59,9 +59,18 @@ fn parsed(body: &[u8], form: ObjectForm) -> ParsedReview {
 fn views_decide_as_trees_under_every_policy_family() {
     let engines = [
         ("built-in", Engine::builtin()),
-        ("pod security", engine(&["tests/fixtures/bench/policies/pod-security.yaml"])),
-        ("native and pod security", engine(&["tests/fixtures/bench/policies"])),
-        ("admission policies", engine(&["bench/fixtures/vap", "bench/fixtures/vap-small"])),
+        (
+            "pod security",
+            engine(&["tests/fixtures/bench/policies/pod-security.yaml"]),
+        ),
+        (
+            "native and pod security",
+            engine(&["tests/fixtures/bench/policies"]),
+        ),
+        (
+            "admission policies",
+            engine(&["bench/fixtures/vap", "bench/fixtures/vap-small"]),
+        ),
         (
             "gatekeeper",
             engine(&[
@@ -111,7 +120,10 @@ fn views_decide_as_trees_under_every_policy_family() {
 #[test]
 fn serve_reads_views_only_where_every_rule_reads_them() {
     let pod_security = engine(&["tests/fixtures/bench/policies/pod-security.yaml"]);
-    assert_eq!(pod_security.object_form(Endpoint::Validate), ObjectForm::View);
+    assert_eq!(
+        pod_security.object_form(Endpoint::Validate),
+        ObjectForm::View
+    );
     assert_eq!(pod_security.object_form(Endpoint::Mutate), ObjectForm::Tree);
     for other in [
         Engine::builtin(),
@@ -152,8 +164,8 @@ fn pod_security_reads_pods_without_building_a_tree() {
 async fn the_router_answers_from_views() {
     let engine = engine(&["tests/fixtures/bench/policies/pod-security.yaml"]);
     let router = webhook_router(AppState::new(engine, RequestSettings::default()));
-    let body = std::fs::read(root().join("tests/fixtures/reviews/pod-create-privileged.json"))
-        .unwrap();
+    let body =
+        std::fs::read(root().join("tests/fixtures/reviews/pod-create-privileged.json")).unwrap();
     let response = router
         .clone()
         .oneshot(post_json("/validate", body.clone()))

@@ -22,9 +22,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::admission::{
-    AdmissionRequest, JsonRead, JsonRef, ObjectForm, Operation, WantedObjects,
-};
+use crate::admission::{AdmissionRequest, JsonRead, JsonRef, ObjectForm, Operation, WantedObjects};
 use crate::authorization::AccessReviewer;
 use crate::patch::ObjectEditor;
 use crate::policy::admission_policy::{ParamKind, ParamRef};

@@ -7,8 +7,7 @@ use serde_json::{Value, json};
 
 use super::input::{InputError, Source};
 use crate::admission::{
-    RequestObject,
-    AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation, UserInfo,
+    AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation, RequestObject, UserInfo,
 };
 use crate::kubernetes::defaulting::apply_defaults;
 

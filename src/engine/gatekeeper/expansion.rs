@@ -538,7 +538,13 @@ mod tests {
         let shop = ExpansionNamespace::Of("shop".into());
         let op = Some(Operation::Create);
         let resultants = expansions
-            .expand(&request, request.object.as_deref().unwrap(), &shop, None, op)
+            .expand(
+                &request,
+                request.object.as_deref().unwrap(),
+                &shop,
+                None,
+                op,
+            )
             .unwrap();
         assert_eq!(resultants.len(), 1);
         let resultant = &resultants[0];

@@ -60,8 +60,8 @@ use super::templates::{
 };
 use super::text::go_quote;
 use super::{CheckFailure, Level, LevelVersion, Version, check_pod, violation_message};
-use crate::admission::{JsonRead, JsonRef, RequestObject};
 use crate::admission::{AdmissionRequest, Operation};
+use crate::admission::{JsonRead, JsonRef, RequestObject};
 use crate::engine::{
     Decision, DenialStatus, Labels, NamespaceLookup, PolicyOutcome, ReadFailure, ResourceRule,
     Violation, ViolationForm,
