@@ -272,10 +272,10 @@ fn decide_validate(engine: &Engine, body: &[u8], form: ObjectForm) -> Vec<u8> {
 }
 
 /// #14's small Pod (bench/fixtures/pod-small-review.json) as `serve` decides it, envelope
-/// first: under no rules (the load bench's floor), under Pod Security restricted alone (its
-/// objects read from an object view, as `serve` reads them for such a set, and from a tree),
-/// and under Pod Security restricted + four CEL validations (the load bench's
-/// `small-pss-cel`); and the parts of the latter. Then the 10 KB Pod under Pod Security alone,
+/// first: under no rules (the load bench's floor), under Pod Security restricted alone, and
+/// under Pod Security restricted + four CEL validations (the load bench's `small-pss-cel`),
+/// each with its objects read from an object view, as `serve` reads them for such sets, and
+/// from a tree; and the parts of the latter. Then the 10 KB Pod under Pod Security alone,
 /// from a view and from a tree.
 fn small_pod(c: &mut Criterion) {
     let root = env!("CARGO_MANIFEST_DIR");
@@ -291,11 +291,13 @@ fn small_pod(c: &mut Criterion) {
     let floor = Engine::empty();
     let body = bench_fixture("pod-small-review.json");
     let mut group = c.benchmark_group("small-pod");
+    assert_eq!(pss_cel.object_form(Endpoint::Validate), ObjectForm::View);
     for (name, engine, form) in [
         ("floor", &floor, ObjectForm::Tree),
         ("pss", &pss, ObjectForm::View),
         ("pss-from-tree", &pss, ObjectForm::Tree),
-        ("pss-cel", &pss_cel, ObjectForm::Tree),
+        ("pss-cel", &pss_cel, ObjectForm::View),
+        ("pss-cel-from-tree", &pss_cel, ObjectForm::Tree),
     ] {
         group.bench_function(format!("pipeline/{name}"), |b| {
             b.iter(|| black_box(decide_validate(engine, black_box(&body), form)))

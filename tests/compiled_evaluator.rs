@@ -9,6 +9,7 @@
 mod grammar;
 
 use grammar::{Grammar, KINDS, Rng, Ty};
+use portcullis::admission::{ObjectView, RequestObject};
 use portcullis::expressions::{Activation, CelEnvironment, CelProgram};
 use serde_json::{Value, json};
 
@@ -22,6 +23,11 @@ const OBJECTS: usize = 4;
 /// evaluations (15 %) when recorded. A change that makes the compiled evaluator give up more
 /// fails here; one that makes it give up less should lower this to the new count.
 const MAX_GAVE_UP: usize = 2672;
+
+/// `object` decoded into an object view, as `serve` decodes a request's object.
+fn view_of(object: &Value) -> RequestObject {
+    RequestObject::from_view(ObjectView::parse(&object.to_string()).unwrap())
+}
 
 fn request(object: &Value) -> Value {
     json!({
@@ -42,6 +48,8 @@ struct Tally {
     evaluations: usize,
     by_compiled_value: usize,
     gave_up: usize,
+    /// Evaluations with the objects bound from object views that gave up.
+    gave_up_on_views: usize,
 }
 
 /// Evaluates both ways and asserts the same answer and cost. A comprehension over a map that
@@ -88,6 +96,7 @@ fn generated_expressions_agree_with_the_interpreter() {
         evaluations: 0,
         by_compiled_value: 0,
         gave_up: 0,
+        gave_up_on_views: 0,
     };
     for seed in SEEDS {
         let mut rng = Rng::new(seed);
@@ -95,6 +104,7 @@ fn generated_expressions_agree_with_the_interpreter() {
             let objects: Vec<Value> = (0..OBJECTS)
                 .map(|i| grammar::object(&mut rng, kind, seed, i, i % 3))
                 .collect();
+            let views: Vec<RequestObject> = objects.iter().map(view_of).collect();
             let params = grammar::params_config_map();
             let mut sources = Vec::new();
             {
@@ -126,23 +136,55 @@ fn generated_expressions_agree_with_the_interpreter() {
                         tally.by_compiled_value += 1;
                     }
                     // `agree` evaluated compiled first, then interpreted only.
-                    let _ = program.evaluate_with_cost(&activation);
+                    let from_trees = program.evaluate_with_cost(&activation);
                     tally.gave_up +=
                         usize::from(portcullis::expressions::compiled_evaluation_gave_up());
+                    // The same objects read from object views, as `serve` binds them: the
+                    // same value or error, and the same cost.
+                    let (view, old_view) = (&views[i], &views[(i + 1) % objects.len()]);
+                    let from_views = Activation::new()
+                        .object_view(view.view().unwrap().root(), view)
+                        .old_object_view(old_view.view().unwrap().root(), old_view)
+                        .request(&request)
+                        .params(&params);
+                    let depends_on_order = portcullis::expressions::map_order_observed();
+                    let trees_gave_up = portcullis::expressions::compiled_evaluation_gave_up();
+                    let answer = program.evaluate_with_cost(&from_views);
+                    let views_gave_up = portcullis::expressions::compiled_evaluation_gave_up();
+                    tally.gave_up_on_views += usize::from(views_gave_up);
+                    if trees_gave_up || views_gave_up {
+                        // The interpreter answered one or both: its maps iterate in a random
+                        // order of each binding's own, which its cost may show.
+                        assert_eq!(answer.0, from_trees.0, "`{source}` on views");
+                    } else if depends_on_order || portcullis::expressions::map_order_observed() {
+                        assert_eq!(
+                            answer.0.is_ok(),
+                            from_trees.0.is_ok(),
+                            "`{source}` on views"
+                        );
+                    } else {
+                        assert_eq!(answer, from_trees, "`{source}` on views");
+                    }
                 }
             }
         }
     }
     eprintln!(
         "{} expressions compiled by the environment, {} by the compiled evaluator; {} \
-         evaluations agreed ({} values, the rest errors); the compiled evaluator gave up on {}",
+         evaluations agreed ({} values, the rest errors); the compiled evaluator gave up on {} \
+         ({} with the objects read from views)",
         tally.expressions,
         tally.compiled,
         tally.evaluations,
         tally.by_compiled_value,
-        tally.gave_up
+        tally.gave_up,
+        tally.gave_up_on_views
     );
     assert!(tally.evaluations > 1000, "too few evaluations compared");
+    assert_eq!(
+        tally.gave_up_on_views, tally.gave_up,
+        "the compiled evaluator reads objects from views as far as from trees"
+    );
     assert!(
         tally.gave_up <= MAX_GAVE_UP,
         "the compiled evaluator gave up on {} of {} evaluations, more than the {MAX_GAVE_UP} \

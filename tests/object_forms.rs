@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use common::{body_bytes, post_json};
 use portcullis::admission::{
-    ObjectForm, ParsedReview, WantedObjects, parse_review, parse_review_as,
+    ObjectForm, Operation, ParsedReview, WantedObjects, parse_review, parse_review_as,
 };
 use portcullis::engine::{Endpoint, Engine, EvalContext};
 use portcullis::policy::read_documents;
@@ -125,10 +125,14 @@ fn serve_reads_views_only_where_every_rule_reads_them() {
         ObjectForm::View
     );
     assert_eq!(pod_security.object_form(Endpoint::Mutate), ObjectForm::Tree);
+    let admission_policies = engine(&["bench/fixtures/vap", "bench/fixtures/vap-small"]);
+    assert_eq!(
+        admission_policies.object_form(Endpoint::Validate),
+        ObjectForm::View
+    );
     for other in [
         Engine::builtin(),
         engine(&["tests/fixtures/bench/policies"]),
-        engine(&["bench/fixtures/vap"]),
         engine(&[
             "tests/fixtures/gatekeeper/allowed-registries/templates",
             "tests/fixtures/gatekeeper/allowed-registries/constraints",
@@ -138,24 +142,39 @@ fn serve_reads_views_only_where_every_rule_reads_them() {
     }
 }
 
+/// Pod Security, and it with the small-Pod load bench's admission policy, read a Pod's view
+/// alone: no tree is built for it. (An expression that fails is worded by the interpreter,
+/// which reads the tree: bench/fixtures/vap's `object.metadata.name` on a Pod without a name.)
 #[test]
-fn pod_security_reads_pods_without_building_a_tree() {
-    let engine = engine(&["tests/fixtures/bench/policies/pod-security.yaml"]);
-    let context = EvalContext::new(Endpoint::Validate);
-    let mut pods = 0;
-    for (path, body) in reviews() {
-        let request = parsed(&body, ObjectForm::View).request;
-        if request.kind.kind == "Namespace" {
-            continue;
+fn pods_are_read_without_building_a_tree() {
+    for policies in [
+        &["tests/fixtures/bench/policies/pod-security.yaml"][..],
+        &[
+            "tests/fixtures/bench/policies/pod-security.yaml",
+            "bench/fixtures/vap-small",
+        ],
+    ] {
+        let engine = engine(policies);
+        assert_eq!(engine.object_form(Endpoint::Validate), ObjectForm::View);
+        let context = EvalContext::new(Endpoint::Validate);
+        let mut pods = 0;
+        for (path, body) in reviews() {
+            let request = parsed(&body, ObjectForm::View).request;
+            if request.kind.kind != "Pod" || request.operation == Operation::Delete {
+                continue;
+            }
+            let decision = engine.evaluate(&request, &context);
+            assert!(decision.is_ok(), "{path}: {decision:?}");
+            for object in [&request.object, &request.old_object].into_iter().flatten() {
+                assert!(
+                    object.tree_if_built().is_none(),
+                    "{policies:?}, {path}: a tree was built"
+                );
+            }
+            pods += usize::from(request.object.is_some());
         }
-        let decision = engine.evaluate(&request, &context);
-        assert!(decision.is_ok() || request.kind.kind != "Pod", "{path}");
-        for object in [&request.object, &request.old_object].into_iter().flatten() {
-            assert!(object.tree_if_built().is_none(), "{path}: a tree was built");
-        }
-        pods += usize::from(request.kind.kind == "Pod" && request.object.is_some());
+        assert!(pods >= 10, "{pods}");
     }
-    assert!(pods >= 10, "{pods}");
 }
 
 /// Through the router: a Pod Security set decides from views what the built-in set (trees)

@@ -115,6 +115,15 @@ impl ObjectView {
         }
     }
 
+    /// The node at `index`, as [`Node::index`] gave it.
+    ///
+    /// # Panics
+    /// If `index` is not a position in this view.
+    pub fn node(&self, index: u32) -> Node<'_> {
+        assert!((index as usize) < self.entries.len(), "a node of this view");
+        Node { view: self, index }
+    }
+
     fn text(&self, span: Span) -> &str {
         &self.text[span.start()..span.start() + span.len()]
     }
@@ -149,6 +158,29 @@ impl fmt::Debug for Node<'_> {
 impl<'a> Node<'a> {
     fn slot(self) -> Slot {
         self.view.slot(self.index)
+    }
+
+    /// The view this node is in.
+    pub fn view(self) -> &'a ObjectView {
+        self.view
+    }
+
+    /// The node's position in its view ([`ObjectView::node`] finds it again).
+    pub fn index(self) -> u32 {
+        self.index
+    }
+
+    /// The key this node has as a member of a map (`""` for the root and list items).
+    pub fn key(self) -> &'a str {
+        self.view.text(self.view.entries[self.index as usize].key)
+    }
+
+    /// How many items a list has; `None` for any other value.
+    pub fn list_len(self) -> Option<usize> {
+        match self.slot() {
+            Slot::Array { len, .. } => Some(len as usize),
+            _ => None,
+        }
     }
 
     /// This value as a [`Value`], built as serde_json would have decoded it.

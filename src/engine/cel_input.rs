@@ -7,7 +7,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::NamespaceLookup;
-use crate::admission::AdmissionRequest;
+use crate::admission::{AdmissionRequest, RequestObject};
 use crate::authorization::{self, AccessReviewer};
 use crate::expressions::{Activation, AuthorizationCheck, Authorizer, Expression, JsonSource};
 
@@ -20,7 +20,7 @@ const MAX_MESSAGE_BYTES: usize = 5 * 1024;
 pub struct CelInput<'r> {
     request: RequestJson<'r>,
     namespace_object: NamespaceObjectJson<'r>,
-    old_object: Option<&'r Value>,
+    old_object: Option<&'r RequestObject>,
     /// Boxed: few policies use `authorizer`, and the input is moved into its cell.
     authorizer: Option<Box<(Arc<dyn Authorizer>, AuthorizationCheck)>>,
 }
@@ -48,7 +48,7 @@ impl<'r> CelInput<'r> {
                 namespaces,
                 json: OnceLock::new(),
             },
-            old_object: request.old_object.as_deref(),
+            old_object: request.old_object.as_ref(),
             authorizer: None,
         }
     }
@@ -72,7 +72,7 @@ impl<'r> CelInput<'r> {
 
     /// The activation for one evaluation on `object` (the object as sent, or as edited so
     /// far); params and variables are added by the caller.
-    pub fn activation<'a>(&'a self, object: Option<&'a Value>) -> Activation<'a> {
+    pub fn activation<'a>(&'a self, object: Option<CelObject<'a>>) -> Activation<'a> {
         let mut activation = self.activation_without_authorizer(object);
         if let Some((authorizer, request_resource)) = self.authorizer.as_deref() {
             activation = activation.authorizer(authorizer.clone(), Some(request_resource.clone()));
@@ -85,18 +85,55 @@ impl<'r> CelInput<'r> {
     /// expression (or a variable it reads) that uses `authorizer` there fails.
     pub fn activation_without_authorizer<'a>(
         &'a self,
-        object: Option<&'a Value>,
+        object: Option<CelObject<'a>>,
     ) -> Activation<'a> {
         let mut activation = Activation::new()
             .request_built(&self.request)
             .namespace_object_built(&self.namespace_object);
-        if let Some(object) = object {
-            activation = activation.object(object);
-        }
+        activation = match object {
+            Some(CelObject::Tree(object)) => activation.object(object),
+            Some(CelObject::Request(object)) => match object.view() {
+                Some(view) => activation.object_view(view.root(), object),
+                None => activation.object(object.tree()),
+            },
+            None => activation,
+        };
         if let Some(old_object) = self.old_object {
-            activation = activation.old_object(old_object);
+            activation = match old_object.view() {
+                Some(view) => activation.old_object_view(view.root(), old_object),
+                None => activation.old_object(old_object.tree()),
+            };
         }
         activation
+    }
+}
+
+/// The object an evaluation sees as `object`.
+#[derive(Clone, Copy)]
+pub enum CelObject<'a> {
+    /// A tree: an object as edited so far, or given as JSON.
+    Tree(&'a Value),
+    /// The request's object, read from its object view where it is held in one.
+    Request(&'a RequestObject),
+}
+
+impl<'a> From<&'a Value> for CelObject<'a> {
+    fn from(object: &'a Value) -> Self {
+        CelObject::Tree(object)
+    }
+}
+
+impl<'a> From<&'a RequestObject> for CelObject<'a> {
+    fn from(object: &'a RequestObject) -> Self {
+        CelObject::Request(object)
+    }
+}
+
+/// A request's object as the interpreter needs it: its tree, built from the view the first
+/// time an expression the compiled evaluator leaves to the interpreter reads it.
+impl JsonSource for RequestObject {
+    fn json(&self) -> &Value {
+        self.tree()
     }
 }
 

@@ -11,6 +11,7 @@ use cel::context::VariableResolver;
 use cel::{ExecutionError, Value};
 
 use super::{CelEvalError, compiled, convert, eval_error};
+use crate::admission::Node;
 
 /// Evaluates the composition variable `name` (VAP `spec.variables`) for an activation.
 pub type VariableEvaluator<'a> =
@@ -166,6 +167,9 @@ pub trait JsonSource: Send + Sync {
 enum JsonOrigin<'a> {
     Given(&'a serde_json::Value),
     Built(&'a dyn JsonSource),
+    /// Read in place from an object view by the compiled evaluator; the tree, for the
+    /// interpreter, built from `source` when first asked for.
+    View(Node<'a>, &'a dyn JsonSource),
 }
 
 impl std::fmt::Debug for JsonOrigin<'_> {
@@ -173,6 +177,7 @@ impl std::fmt::Debug for JsonOrigin<'_> {
         f.write_str(match self {
             JsonOrigin::Given(_) => "Given",
             JsonOrigin::Built(_) => "Built",
+            JsonOrigin::View(..) => "View",
         })
     }
 }
@@ -200,6 +205,13 @@ impl<'a> Binding<'a> {
         }
     }
 
+    fn view(node: Node<'a>, source: &'a dyn JsonSource) -> Self {
+        Binding {
+            json: Some(JsonOrigin::View(node, source)),
+            val: OnceLock::new(),
+        }
+    }
+
     fn val(val: Box<dyn Val + 'a>) -> Self {
         Binding {
             json: None,
@@ -211,7 +223,15 @@ impl<'a> Binding<'a> {
     fn json_value(&self) -> Option<&'a serde_json::Value> {
         match self.json? {
             JsonOrigin::Given(json) => Some(json),
-            JsonOrigin::Built(source) => Some(source.json()),
+            JsonOrigin::Built(source) | JsonOrigin::View(_, source) => Some(source.json()),
+        }
+    }
+
+    /// The bound view's node, for a value bound from an object view.
+    fn node(&self) -> Option<Node<'a>> {
+        match self.json? {
+            JsonOrigin::View(node, _) => Some(node),
+            _ => None,
         }
     }
 
@@ -276,6 +296,21 @@ impl<'a> Activation<'a> {
     #[inline]
     pub fn object(self, json: &'a serde_json::Value) -> Self {
         self.bind_slot(OBJECT_SLOT, Binding::json(json))
+    }
+
+    /// Binds `object` to a value of an object view, which the compiled evaluator reads in
+    /// place; `tree` gives the same value as a tree, built only if the interpreter needs it.
+    #[must_use]
+    #[inline]
+    pub fn object_view(self, node: Node<'a>, tree: &'a dyn JsonSource) -> Self {
+        self.bind_slot(OBJECT_SLOT, Binding::view(node, tree))
+    }
+
+    /// Binds `oldObject` as [`Activation::object_view`] binds `object`.
+    #[must_use]
+    #[inline]
+    pub fn old_object_view(self, node: Node<'a>, tree: &'a dyn JsonSource) -> Self {
+        self.bind_slot(OLD_OBJECT_SLOT, Binding::view(node, tree))
     }
 
     /// Binds `oldObject`.
@@ -391,6 +426,11 @@ impl<'a> Activation<'a> {
             Some(Some(binding)) => binding.json_value().map(Some).ok_or(()),
             _ => Ok(None),
         }
+    }
+
+    /// The view's node bound to admission slot `index`, where one is bound from a view.
+    pub(super) fn slot_node(&self, index: usize) -> Option<Node<'a>> {
+        self.slots.get(index)?.as_ref()?.node()
     }
 
     /// The JSON bound to another variable by name, if any.

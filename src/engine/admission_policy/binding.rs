@@ -12,7 +12,7 @@ use super::resource_match::ResourceMatcher;
 use super::scope::Scope;
 use super::variables::Variables;
 use crate::admission::AdmissionRequest;
-use crate::engine::cel_input::{CelInput, CelInputCell};
+use crate::engine::cel_input::{CelInput, CelInputCell, CelObject};
 use crate::engine::{NamespaceLookup, ReadFailure};
 use crate::policy::PolicyError;
 use crate::policy::admission_policy::{
@@ -174,7 +174,7 @@ pub(super) struct Evaluation<'a, 'r> {
 
 impl<'a> Evaluation<'a, '_> {
     /// The scope of expressions on `object` (the object as sent, or as mutated so far).
-    pub(super) fn scope<'s>(&'s self, object: Option<&'s Json>) -> Scope<'s>
+    pub(super) fn scope<'s>(&'s self, object: Option<CelObject<'s>>) -> Scope<'s>
     where
         'a: 's,
     {
@@ -184,7 +184,7 @@ impl<'a> Evaluation<'a, '_> {
     /// The scope of a ValidatingAdmissionPolicy's messageExpressions and auditAnnotations:
     /// as [`Evaluation::scope`], with `authorizer` unbound and variables evaluated afresh, as
     /// the apiserver evaluates them.
-    pub(super) fn scope_without_authorizer<'s>(&'s self, object: Option<&'s Json>) -> Scope<'s>
+    pub(super) fn scope_without_authorizer<'s>(&'s self, object: Option<CelObject<'s>>) -> Scope<'s>
     where
         'a: 's,
     {

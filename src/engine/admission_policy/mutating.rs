@@ -384,7 +384,7 @@ fn run_policy(
                 }
             };
             match evaluation
-                .scope(Some(&mutated.object))
+                .scope(Some((&mutated.object).into()))
                 .match_conditions(&policy.core.match_conditions)
             {
                 Ok(true) => {}
@@ -407,7 +407,7 @@ fn run_policy(
                 // Each mutation sees the object as the previous ones left it, and has a
                 // budget of its own for itself and the variables it reads.
                 let (value, cost) = evaluation
-                    .scope(Some(&*object))
+                    .scope(Some((&*object).into()))
                     .evaluate_with_cost(mutation.expression());
                 let applied = CostBudget::new(POLICY_COST_BUDGET)
                     .spend(cost)

@@ -4,7 +4,7 @@
 use serde_json::Value as Json;
 
 use super::variables::Variables;
-use crate::engine::cel_input::CelInput;
+use crate::engine::cel_input::{CelInput, CelObject};
 use crate::expressions::{
     Activation, CelEvalError, CostBudget, Expression, MATCH_CONDITIONS_COST_BUDGET,
 };
@@ -21,7 +21,7 @@ impl<'a> Scope<'a> {
     /// [`CelInput::activation_without_authorizer`]).
     pub(super) fn new(
         input: &'a CelInput<'a>,
-        object: Option<&'a Json>,
+        object: Option<CelObject<'a>>,
         params: Option<&'a Json>,
         variables: &'a Variables,
         authorizer: bool,

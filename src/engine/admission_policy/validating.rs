@@ -17,6 +17,7 @@ use super::policy_core::PolicyCore;
 use super::scope::Scope;
 use crate::admission::AdmissionRequest;
 use crate::engine::audit_annotation_key;
+use crate::engine::cel_input::CelObject;
 use crate::engine::cel_input::{CelInputCell, failure_message_from};
 use crate::engine::{
     Decision, DenialStatus, NamespaceLookup, PolicyOutcome, Violation, ViolationForm,
@@ -415,7 +416,7 @@ pub fn validate<'r>(
         let fail = policy.core.failure_policy == FailurePolicy::Fail;
         // Audit annotation values per key, for this policy, across its bindings.
         let mut annotations: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-        let object = request.object.as_deref();
+        let object = request.object.as_ref().map(CelObject::Request);
         let matched = policy.core.dispatch(
             &policy.bindings,
             ParamSources {

@@ -47,7 +47,7 @@ impl CelCheck {
         object: &Value,
         message: Option<&str>,
     ) -> Option<String> {
-        let activation = input.activation(Some(object));
+        let activation = input.activation(Some(object.into()));
         match self.expression.evaluate_bool(&activation) {
             Ok(true) => None,
             Ok(false) => Some(failure_message(
@@ -100,7 +100,7 @@ impl CelDefaultRule {
     ) -> Result<(), String> {
         let result = self
             .expression
-            .evaluate_worded(&input.activation(Some(editor.current())))?;
+            .evaluate_worded(&input.activation(Some(editor.current().into())))?;
         let Ok(Value::Array(operations)) = cel_to_json(&result) else {
             return Err(format!(
                 "expression '{}' must return a list of JSONPatch",

@@ -12,6 +12,8 @@ use super::{
     Arithmetic, Comparison, CompiledProgram, Fold, InterpretedPart, Node, Pattern, Quantifier,
     TextTest,
 };
+use crate::admission::object_view::{Items as ViewItems, UniqueMembers};
+use crate::admission::{JsonRead, Node as ViewNode, unique_members};
 use crate::expressions::activation::Held;
 use crate::expressions::cost::SizeRule;
 use crate::expressions::{Activation, LocalBudget};
@@ -52,7 +54,7 @@ pub fn map_order_observed() -> bool {
 }
 
 fn observe_map_order(range: &Value<'_>) {
-    if matches!(range, Value::Json(serde_json::Value::Object(_))) {
+    if matches!(range, Value::Json(serde_json::Value::Object(_))) || range.view_map().is_some() {
         MAP_ORDER_OBSERVED.with(|observed| observed.set(true));
     }
 }
@@ -166,6 +168,8 @@ enum Memo<'r> {
     Unknown,
     Absent,
     Present(&'r serde_json::Value),
+    /// Present in a view.
+    PresentNode(ViewNode<'r>),
 }
 
 struct Frame<'r, 'a, 'b, 'l> {
@@ -290,10 +294,13 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
             Node::Uint(u) => Value::Uint(*u),
             Node::Double(d) => Value::from_double(*d),
             Node::Text(text) => Value::Text(text),
-            Node::Slot(slot) => match self.activation.slot_json(*slot) {
-                Ok(Some(json)) => Value::from_json(json),
-                Ok(None) => Value::Null,
-                Err(()) => return Err(Stop),
+            Node::Slot(slot) => match self.activation.slot_node(*slot) {
+                Some(node) => Value::from_node(node),
+                None => match self.activation.slot_json(*slot) {
+                    Ok(Some(json)) => Value::from_json(json),
+                    Ok(None) => Value::Null,
+                    Err(()) => return Err(Stop),
+                },
             },
             Node::Named(name) => match self.activation.named_json(name) {
                 Some(json) => Value::from_json(json),
@@ -360,7 +367,7 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
             },
             Node::HasValue(..) => Value::from_bool(self.eval_bool(node)?),
             Node::ToText(inner) => match self.eval(inner)? {
-                text @ (Value::Text(_) | Value::OwnedText(_)) => text,
+                text if text.text().is_some() => text,
                 Value::Int(i) => Value::OwnedText(Arc::new(i.to_string())),
                 Value::Uint(u) => Value::OwnedText(Arc::new(u.to_string())),
                 Value::Bool(b) => Value::OwnedText(Arc::new(b.get().to_string())),
@@ -589,6 +596,11 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
                         value = Some(Value::from_json(json));
                         break;
                     }
+                    Memo::PresentNode(node) => {
+                        start = known;
+                        value = Some(Value::from_node(node));
+                        break;
+                    }
                     Memo::Absent => return Err(Stop),
                     Memo::Unknown => {}
                 }
@@ -614,6 +626,19 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
                         }
                     }
                 }
+                (Some(slot), _) if value.view_map().is_some() => {
+                    let map = value.view_map().ok_or(Stop)?;
+                    match map.get(field) {
+                        Some(member) => {
+                            self.memos[slot] = Memo::PresentNode(member);
+                            Value::from_node(member)
+                        }
+                        None => {
+                            self.memos[slot] = Memo::Absent;
+                            return Err(Stop);
+                        }
+                    }
+                }
                 _ => select(value, field)?,
             };
         }
@@ -626,7 +651,7 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
         let slot = chain.memos[last];
         if let Some(slot) = slot {
             match self.memos[slot] {
-                Memo::Present(_) => return Ok(true),
+                Memo::Present(_) | Memo::PresentNode(_) => return Ok(true),
                 Memo::Absent => return Ok(false),
                 Memo::Unknown => {}
             }
@@ -638,6 +663,11 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
                 let json: &'r serde_json::Value = json;
                 let member = json.get(field);
                 self.memos[slot] = member.map_or(Memo::Absent, Memo::Present);
+                Ok(member.is_some())
+            }
+            (Some(slot), _) if parent.view_map().is_some() => {
+                let member = parent.view_map().and_then(|map| map.get(field));
+                self.memos[slot] = member.map_or(Memo::Absent, Memo::PresentNode);
                 Ok(member.is_some())
             }
             _ => has_member(parent, field),
@@ -746,11 +776,17 @@ fn built_map_member<'r>(map: &Value<'r>, key: &str) -> Step<Value<'r>> {
 
 /// `has(value.field)`.
 fn has_member(value: Value<'_>, field: &str) -> Step<bool> {
+    if let Some(map) = value.view_map() {
+        return Ok(map.get(field).is_some());
+    }
     match value {
         Value::Json(serde_json::Value::Object(fields)) => Ok(fields.contains_key(field)),
         Value::Optional(None) => Ok(false),
         Value::Optional(Some(inner)) => match &*inner {
             Value::Json(serde_json::Value::Object(fields)) => Ok(fields.contains_key(field)),
+            inner if inner.view_map().is_some() => {
+                Ok(inner.view_map().and_then(|map| map.get(field)).is_some())
+            }
             inner if inner.is_list() => Ok(false),
             _ => Err(Stop),
         },
@@ -763,6 +799,9 @@ fn has_member(value: Value<'_>, field: &str) -> Step<bool> {
 
 /// `value.field`: a map's member, the member of an optional map as an optional.
 fn select<'r>(value: Value<'r>, field: &str) -> Step<Value<'r>> {
+    if let Some(map) = value.view_map() {
+        return map.get(field).map(Value::from_node).ok_or(Stop);
+    }
     match value {
         Value::Json(serde_json::Value::Object(members)) => {
             members.get(field).map(Value::from_json).ok_or(Stop)
@@ -771,6 +810,7 @@ fn select<'r>(value: Value<'r>, field: &str) -> Step<Value<'r>> {
         Value::Optional(None) => Ok(Value::Optional(None)),
         Value::Optional(Some(inner)) => match &*inner {
             Value::Json(serde_json::Value::Object(_)) => Ok(optional_field(&inner, field)),
+            inner if inner.view_map().is_some() => Ok(optional_field(inner, field)),
             inner if inner.is_list() => Ok(Value::Optional(None)),
             _ => Err(Stop),
         },
@@ -784,7 +824,10 @@ fn optional_field<'r>(value: &Value<'r>, field: &str) -> Value<'r> {
         Value::Json(serde_json::Value::Object(members)) => members
             .get(field)
             .map(|found| Arc::new(Value::from_json(found))),
-        _ => None,
+        _ => value
+            .view_map()
+            .and_then(|map| map.get(field))
+            .map(|found| Arc::new(Value::from_node(found))),
     })
 }
 
@@ -792,7 +835,7 @@ fn optional_field<'r>(value: &Value<'r>, field: &str) -> Value<'r> {
 /// there is none. Only the lookups whose failure is certainly a missing item are decided.
 fn optional_index<'r>(value: &Value<'r>, index: &Value<'r>) -> Step<Option<Arc<Value<'r>>>> {
     match (value, index) {
-        (Value::Json(serde_json::Value::Object(members)), Value::Text(_) | Value::OwnedText(_)) => {
+        (Value::Json(serde_json::Value::Object(members)), _) if index.text().is_some() => {
             Ok(members
                 .get(index.text().unwrap_or_default())
                 .map(|found| Arc::new(Value::from_json(found))))
@@ -800,6 +843,14 @@ fn optional_index<'r>(value: &Value<'r>, index: &Value<'r>) -> Step<Option<Arc<V
         (Value::Json(serde_json::Value::Array(_)) | Value::List(_), Value::Int(_)) => {
             Ok(index_into(value, index).ok().map(Arc::new))
         }
+        (Value::View(..), _) => match (value.view_map(), value.view_list(), index) {
+            (Some(map), _, _) => {
+                let key = index.text().ok_or(Stop)?;
+                Ok(map.get(key).map(|found| Arc::new(Value::from_node(found))))
+            }
+            (_, Some(_), Value::Int(_)) => Ok(index_into(value, index).ok().map(Arc::new)),
+            _ => Err(Stop),
+        },
         _ => Err(Stop),
     }
 }
@@ -821,6 +872,18 @@ fn index_into<'r>(operand: &Value<'r>, index: &Value<'r>) -> Step<Value<'r>> {
             .and_then(|i| items.get(i))
             .cloned()
             .ok_or(Stop),
+        (Value::View(..), _) => match (operand.view_map(), operand.view_list(), index) {
+            (Some(map), _, _) => {
+                let key = index.text().ok_or(Stop)?;
+                map.get(key).map(Value::from_node).ok_or(Stop)
+            }
+            (_, Some(list), Value::Int(i)) => usize::try_from(*i)
+                .ok()
+                .and_then(|i| list.items().nth(i))
+                .map(Value::from_node)
+                .ok_or(Stop),
+            _ => Err(Stop),
+        },
         _ => Err(Stop),
     }
 }
@@ -886,6 +949,10 @@ fn arithmetic<'r>(operator: Arithmetic, left: Value<'r>, right: Value<'r>) -> St
 }
 
 fn contains(container: &Value<'_>, element: &Value<'_>) -> Step<bool> {
+    if let Some(map) = container.view_map() {
+        let key = element.text().ok_or(Stop)?;
+        return Ok(map.get(key).is_some());
+    }
     match container {
         Value::Json(serde_json::Value::Object(fields)) => {
             let key = element.text().ok_or(Stop)?;
@@ -910,7 +977,10 @@ fn contains(container: &Value<'_>, element: &Value<'_>) -> Step<bool> {
 /// What a comprehension iterates: a map's keys, a list's items.
 enum FoldItems<'r> {
     Keys(serde_json::map::Keys<'r>),
+    /// A view's map: its keys as a decoded map holds them (each once, in key order).
+    ViewKeys(UniqueMembers<'r, ViewNode<'r>>),
     Json(std::slice::Iter<'r, serde_json::Value>),
+    View(ViewItems<'r>),
     Built(Arc<Vec<Value<'r>>>, usize),
 }
 
@@ -920,6 +990,11 @@ impl<'r> FoldItems<'r> {
             Value::Json(serde_json::Value::Object(fields)) => FoldItems::Keys(fields.keys()),
             Value::Json(serde_json::Value::Array(items)) => FoldItems::Json(items.iter()),
             Value::List(items) => FoldItems::Built(Arc::clone(items), 0),
+            Value::View(..) => match (range.view_map(), range.view_list()) {
+                (Some(map), _) => FoldItems::ViewKeys(unique_members(map)),
+                (_, Some(list)) => FoldItems::View(list.items()),
+                _ => return Err(Stop),
+            },
             _ => return Err(Stop),
         })
     }
@@ -931,6 +1006,10 @@ impl<'r> Iterator for FoldItems<'r> {
     fn next(&mut self) -> Option<Value<'r>> {
         match self {
             FoldItems::Keys(keys) => keys.next().map(Value::Text),
+            FoldItems::ViewKeys(members) => members
+                .next()
+                .map(|(_, member)| Value::ViewKey(member.index(), member.view())),
+            FoldItems::View(items) => items.next().map(Value::from_node),
             FoldItems::Json(items) => items.next().map(Value::from_json),
             FoldItems::Built(items, next) => {
                 let item = items.get(*next).cloned();
@@ -943,6 +1022,8 @@ impl<'r> Iterator for FoldItems<'r> {
     fn size_hint(&self) -> (usize, Option<usize>) {
         let left = match self {
             FoldItems::Keys(keys) => keys.len(),
+            FoldItems::ViewKeys(members) => return members.size_hint(),
+            FoldItems::View(items) => return items.size_hint(),
             FoldItems::Json(items) => items.len(),
             FoldItems::Built(items, next) => items.len().saturating_sub(*next),
         };

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::admission::{JsonKind, JsonRead, Node, ObjectView, unique_members};
 use crate::expressions::convert::JsonNumber;
 
 /// A value during one evaluation, borrowing what lives at least as long as `'r` (the
@@ -25,6 +26,12 @@ pub(in crate::expressions) enum Value<'r> {
     OwnedText(Arc<String>),
     /// A JSON object (a CEL map) or array (a list).
     Json(&'r serde_json::Value),
+    /// A string, list or map of a request's object held in an [`ObjectView`]: its position
+    /// there (beside the tag, in the first word) and the view.
+    View(u32, &'r ObjectView),
+    /// The key of a member of a map held in an [`ObjectView`], by the member's position (a
+    /// map's key as a comprehension gives it).
+    ViewKey(u32, &'r ObjectView),
     List(Arc<Vec<Value<'r>>>),
     /// An optional: `optional.none()` or `optional.of(v)`.
     Optional(Option<Arc<Value<'r>>>),
@@ -80,10 +87,48 @@ impl<'r> Value<'r> {
         }
     }
 
+    /// A value of a view, as this evaluator holds it: scalars as themselves, strings, lists
+    /// and maps by their position.
+    pub(super) fn from_node(node: Node<'r>) -> Self {
+        match node.kind() {
+            JsonKind::Null => Value::Null,
+            JsonKind::Bool => Value::from_bool(node.as_bool().unwrap_or_default()),
+            JsonKind::Number => match node.as_number().map(|n| JsonNumber::of(&n)) {
+                Some(JsonNumber::Int(i)) => Value::Int(i),
+                Some(JsonNumber::Uint(u)) => Value::Uint(u),
+                Some(JsonNumber::Double(d)) => Value::from_double(d),
+                None => Value::Null,
+            },
+            JsonKind::String | JsonKind::Array | JsonKind::Object => {
+                Value::View(node.index(), node.view())
+            }
+        }
+    }
+
+    /// The view's node, for a string, list or map of a view.
+    pub(super) fn node(&self) -> Option<Node<'r>> {
+        match self {
+            Value::View(index, view) => Some(view.node(*index)),
+            _ => None,
+        }
+    }
+
+    /// The view's node if it is a map.
+    pub(super) fn view_map(&self) -> Option<Node<'r>> {
+        self.node().filter(|node| node.kind() == JsonKind::Object)
+    }
+
+    /// The view's node if it is a list.
+    pub(super) fn view_list(&self) -> Option<Node<'r>> {
+        self.node().filter(|node| node.kind() == JsonKind::Array)
+    }
+
     pub(super) fn text(&self) -> Option<&str> {
         match self {
             Value::Text(text) => Some(text.as_str()),
             Value::OwnedText(text) => Some(text.as_str()),
+            Value::View(index, view) => view.node(*index).as_str(),
+            Value::ViewKey(index, view) => Some(view.node(*index).key()),
             _ => None,
         }
     }
@@ -102,7 +147,7 @@ impl<'r> Value<'r> {
         matches!(
             self,
             Value::List(_) | Value::Json(serde_json::Value::Array(_))
-        )
+        ) || self.view_list().is_some()
     }
 
     /// Whether this is a string or bytes (cel-go sizes some calls differently for them).
@@ -149,6 +194,15 @@ impl<'r> Value<'r> {
             }
             Value::Json(serde_json::Value::Array(items)) => Some(items.len() as u64),
             Value::Json(serde_json::Value::Object(fields)) => Some(fields.len() as u64),
+            Value::View(index, view) => {
+                let node = view.node(*index);
+                match node.kind() {
+                    JsonKind::String => node.as_str().map(|t| t.chars().count() as u64),
+                    JsonKind::Array => node.list_len().map(|len| len as u64),
+                    _ => Some(unique_members(node).count() as u64),
+                }
+            }
+            Value::ViewKey(..) => self.text().map(|t| t.chars().count() as u64),
             Value::List(items) => Some(items.len() as u64),
             Value::Cel(value) => match &**value {
                 cel::Value::Bytes(bytes) => Some(bytes.len() as u64),
@@ -163,6 +217,7 @@ impl<'r> Value<'r> {
     pub(super) fn list_items(&self) -> Option<ListItems<'_, 'r>> {
         match self {
             Value::Json(serde_json::Value::Array(items)) => Some(ListItems::Json(items.iter())),
+            Value::View(..) => self.view_list().map(|list| ListItems::View(list.items())),
             Value::List(items) => Some(ListItems::Built(items.iter())),
             _ => None,
         }
@@ -204,6 +259,13 @@ impl<'r> Value<'r> {
             Value::Text(text) => cel::Value::String(Arc::new((*text).clone())),
             Value::OwnedText(text) => cel::Value::String(Arc::clone(text)),
             Value::Json(json) => crate::expressions::json_to_cel(json),
+            Value::View(index, view) => match view.node(*index).as_str() {
+                Some(text) => cel::Value::String(Arc::new(text.to_owned())),
+                None => crate::expressions::json_to_cel(&view.node(*index).to_value()),
+            },
+            Value::ViewKey(index, view) => {
+                cel::Value::String(Arc::new(view.node(*index).key().to_owned()))
+            }
             Value::List(items) => cel::Value::List(Arc::new(
                 items.iter().map(Value::to_cel).collect::<Option<_>>()?,
             )),
@@ -216,6 +278,7 @@ impl<'r> Value<'r> {
 /// The items of a list value, borrowed.
 pub(super) enum ListItems<'v, 'r> {
     Json(std::slice::Iter<'r, serde_json::Value>),
+    View(crate::admission::object_view::Items<'r>),
     Built(std::slice::Iter<'v, Value<'r>>),
 }
 
@@ -225,6 +288,7 @@ impl<'r> Iterator for ListItems<'_, 'r> {
     fn next(&mut self) -> Option<Value<'r>> {
         match self {
             ListItems::Json(items) => items.next().map(Value::from_json),
+            ListItems::View(items) => items.next().map(Value::from_node),
             ListItems::Built(items) => items.next().cloned(),
         }
     }
@@ -232,6 +296,7 @@ impl<'r> Iterator for ListItems<'_, 'r> {
     fn size_hint(&self) -> (usize, Option<usize>) {
         match self {
             ListItems::Json(items) => items.size_hint(),
+            ListItems::View(items) => items.size_hint(),
             ListItems::Built(items) => items.size_hint(),
         }
     }
