@@ -206,17 +206,15 @@ fn standard_set(c: &mut Criterion) {
     group.bench_function("parse/pod-10kb", |b| {
         b.iter(|| black_box(parse_review(black_box(&body)).unwrap()))
     });
-    let context = EvalContext::new(Endpoint::Validate);
-    group.bench_function("pipeline/validate/standard-set/pod-10kb", |b| {
-        b.iter(|| {
-            let review = parse_review(black_box(&body)).unwrap();
-            let decision = standard.evaluate(&review.request, &context).unwrap();
-            black_box(encode_review(
-                review.version,
-                &decision.to_response(&review.request.uid),
-            ))
-        })
-    });
+    // As `serve` reads it (its objects in object views), and from a tree.
+    let form = standard.object_form(Endpoint::Validate);
+    assert_eq!(form, ObjectForm::View);
+    for (name, form) in [("", form), ("-from-tree", ObjectForm::Tree)] {
+        group.bench_function(
+            format!("pipeline/validate/standard-set{name}/pod-10kb"),
+            |b| b.iter(|| black_box(decide_validate(&standard, black_box(&body), form))),
+        );
+    }
     group.finish();
 }
 

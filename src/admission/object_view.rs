@@ -274,6 +274,9 @@ pub trait JsonRead<'a>: Copy + 'a {
     /// holds them.
     const MEMBERS_UNIQUE: bool;
 
+    /// This value as a [`Value`] (a copy of a tree's, built from a view's).
+    fn to_value(self) -> Value;
+
     /// Whether this is `null`.
     fn is_null(self) -> bool {
         self.kind() == JsonKind::Null
@@ -357,6 +360,9 @@ impl<'a> JsonRead<'a> for &'a Value {
     fn is_null(self) -> bool {
         Value::is_null(self)
     }
+    fn to_value(self) -> Value {
+        self.clone()
+    }
     #[inline]
     fn as_i64(self) -> Option<i64> {
         Value::as_i64(self)
@@ -399,6 +405,10 @@ impl<'a> JsonRead<'a> for Node<'a> {
     type Members = Members<'a>;
 
     const MEMBERS_UNIQUE: bool = false;
+
+    fn to_value(self) -> Value {
+        Node::to_value(self)
+    }
 
     fn kind(self) -> JsonKind {
         match self.slot() {

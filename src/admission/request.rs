@@ -320,9 +320,14 @@ impl AdmissionRequest {
 
     /// The object the decision is about: `object`, or `oldObject` for DELETE.
     pub fn subject(&self) -> Option<&Value> {
+        self.subject_object().map(|object| object.tree())
+    }
+
+    /// [`AdmissionRequest::subject`] as the request holds it (in its view, if it has one).
+    pub fn subject_object(&self) -> Option<&RequestObject> {
         match self.operation {
-            Operation::Delete => self.old_object.as_deref().or(self.object.as_deref()),
-            _ => self.object.as_deref(),
+            Operation::Delete => self.old_object.as_ref().or(self.object.as_ref()),
+            _ => self.object.as_ref(),
         }
     }
 }

@@ -3,15 +3,17 @@
 use std::sync::Arc;
 
 use super::PolicyOutcome;
-use super::cel_input::CelInputCell;
+use super::cel_input::{CelInputCell, CelObject};
 use super::matching::{MatchedView, Matcher};
 use super::rules::cel::{self, CelCheck, CelDefaultRule};
 use super::rules::{
     CompiledDefault, CompiledPatterns, ContainerResourceRule, FamilyValidation, Finding, HostRule,
     ImageRule, ProbeRule, RequiredMetadataRule, View, attribute, parse_field_path,
 };
-use super::{Action, Decision, Endpoint, EvalError, NamespaceLookup, ReadFailure, ResourceRule};
-use crate::admission::{AdmissionRequest, Operation};
+use super::{
+    Action, Decision, Endpoint, EvalError, NamespaceLookup, ReadFailure, ResourceRule, Violation,
+};
+use crate::admission::{AdmissionRequest, JsonRead, JsonRef, Operation, RequestObject};
 use crate::patch::ObjectEditor;
 use crate::policy::{DocumentSource, Policy, PolicyError};
 
@@ -230,13 +232,47 @@ impl CompiledPolicy {
         let Some(matched) = self.matches(request, namespaces, reads_namespace_object)? else {
             return Ok(());
         };
-        let Some(object) = request.subject() else {
-            return Ok(());
-        };
-        let Some(view) = View::new(request, object, matched) else {
+        let Some(subject) = request.subject_object() else {
             return Ok(());
         };
         let started = std::time::Instant::now();
+        // Read from the object's view where it is held in one.
+        let violations = match subject.json() {
+            JsonRef::Tree(object) => self.violations(request, subject, object, matched, cel),
+            JsonRef::View(object) => self.violations(request, subject, object, matched, cel),
+        };
+        let Some(violations) = violations else {
+            return Ok(());
+        };
+        decision.outcomes.push(PolicyOutcome {
+            kind: "Policy",
+            policy: self.name.clone(),
+            binding: None,
+            action: self.action.as_str(),
+            result: if violations.is_empty() {
+                "pass"
+            } else {
+                "fail"
+            },
+        });
+        decision.record(self.action, violations.into_iter());
+        decision
+            .timings
+            .push((self.name.clone(), started.elapsed()));
+        Ok(())
+    }
+
+    /// The violations of the validation rules on `object` (the request's `subject`, read
+    /// from its tree or its view); `None` when the match's view has no such place.
+    fn violations<'r, 'a, J: JsonRead<'a>>(
+        &self,
+        request: &'r AdmissionRequest,
+        subject: &'r RequestObject,
+        object: J,
+        matched: MatchedView,
+        cel: &CelInputCell<'r>,
+    ) -> Option<Vec<Violation>> {
+        let view = View::new(request, object, matched)?;
         let mut findings: Vec<Finding> = Vec::new();
         let mut violations = Vec::new();
         for rule in &self.validations {
@@ -244,6 +280,7 @@ impl CompiledPolicy {
                 NativeValidation::Family(family) => family.check(&view, &mut findings),
                 NativeValidation::Cel(check) => {
                     let input = cel.get(request);
+                    let object = CelObject::Request(subject);
                     if let Some(message) = check.check(input, object, rule.message.as_deref()) {
                         findings.push((String::new(), message));
                     }
@@ -266,22 +303,7 @@ impl CompiledPolicy {
                 &mut violations,
             );
         }
-        decision.outcomes.push(PolicyOutcome {
-            kind: "Policy",
-            policy: self.name.clone(),
-            binding: None,
-            action: self.action.as_str(),
-            result: if violations.is_empty() {
-                "pass"
-            } else {
-                "fail"
-            },
-        });
-        decision.record(self.action, violations.into_iter());
-        decision
-            .timings
-            .push((self.name.clone(), started.elapsed()));
-        Ok(())
+        Some(violations)
     }
 
     /// How the policy applies to `request` (`None`: it does not), or, when it would apply but

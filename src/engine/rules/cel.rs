@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use crate::engine::cel_input::{CelInput, failure_message};
+use crate::engine::cel_input::{CelInput, CelObject, failure_message};
 use crate::expressions::{Expression, cel_to_json};
 use crate::patch::{ObjectEditor, PathSegment, pointer};
 
@@ -44,10 +44,10 @@ impl CelCheck {
     pub fn check(
         &self,
         input: &CelInput<'_>,
-        object: &Value,
+        object: CelObject<'_>,
         message: Option<&str>,
     ) -> Option<String> {
-        let activation = input.activation(Some(object.into()));
+        let activation = input.activation(Some(object));
         match self.expression.evaluate_bool(&activation) {
             Ok(true) => None,
             Ok(false) => Some(failure_message(

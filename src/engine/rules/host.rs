@@ -1,4 +1,4 @@
-use serde_json::Value;
+use crate::admission::JsonRead;
 
 use super::{ALL_CONTAINERS, Finding, View};
 use crate::policy::HostRules;
@@ -26,7 +26,7 @@ impl HostRule {
     }
 
     /// Reports each use of the host the rule forbids.
-    pub fn check(&self, view: &View<'_>, findings: &mut Vec<Finding>) {
+    pub fn check<'a, J: JsonRead<'a>>(&self, view: &View<J>, findings: &mut Vec<Finding>) {
         let Some(spec) = view.pod_spec() else {
             return;
         };
@@ -36,7 +36,7 @@ impl HostRule {
                 ("hostPID", "PID"),
                 ("hostIPC", "IPC"),
             ] {
-                if spec.get(field).and_then(Value::as_bool) == Some(true) {
+                if spec.get(field).and_then(JsonRead::as_bool) == Some(true) {
                     findings.push((
                         format!("{}.{field}", view.pod_spec_path()),
                         format!("sharing the host {namespace} namespace is not allowed"),
@@ -46,9 +46,9 @@ impl HostRule {
         }
         if self.rules.forbid_ports {
             for container in view.containers(&ALL_CONTAINERS) {
-                let ports = container.value.get("ports").and_then(Value::as_array);
-                for (i, port) in ports.into_iter().flatten().enumerate() {
-                    let host_port = port.get("hostPort").and_then(Value::as_i64).unwrap_or(0);
+                let ports = container.value.get("ports");
+                for (i, port) in ports.into_iter().flat_map(JsonRead::items).enumerate() {
+                    let host_port = port.get("hostPort").and_then(JsonRead::as_i64).unwrap_or(0);
                     if host_port != 0 {
                         findings.push((
                             format!("{}.ports[{i}].hostPort", container.path()),
@@ -62,14 +62,17 @@ impl HostRule {
             }
         }
         if self.rules.forbid_host_path {
-            let volumes = spec.get("volumes").and_then(Value::as_array);
-            for (i, volume) in volumes.into_iter().flatten().enumerate() {
+            let volumes = spec.get("volumes");
+            for (i, volume) in volumes.into_iter().flat_map(JsonRead::items).enumerate() {
                 let Some(host_path) = volume.get("hostPath") else {
                     continue;
                 };
-                let path = host_path.get("path").and_then(Value::as_str).unwrap_or("");
+                let path = host_path
+                    .get("path")
+                    .and_then(JsonRead::as_str)
+                    .unwrap_or("");
                 if !self.allowed_host_path(path) {
-                    let name = volume.get("name").and_then(Value::as_str).unwrap_or("");
+                    let name = volume.get("name").and_then(JsonRead::as_str).unwrap_or("");
                     findings.push((
                         format!("{}.volumes[{i}].hostPath", view.pod_spec_path()),
                         format!("volume {name:?} must not mount host path {path:?}"),

@@ -1,6 +1,6 @@
 use std::borrow::Cow;
 
-use serde_json::Value;
+use crate::admission::JsonRead;
 
 use super::{ALL_CONTAINERS, Finding, View};
 use crate::policy::ImageRules;
@@ -65,9 +65,9 @@ impl ImageRule {
     }
 
     /// Reports each container image that breaks a rule.
-    pub fn check(&self, view: &View<'_>, findings: &mut Vec<Finding>) {
+    pub fn check<'a, J: JsonRead<'a>>(&self, view: &View<J>, findings: &mut Vec<Finding>) {
         for container in view.containers(&ALL_CONTAINERS) {
-            let Some(image) = container.value.get("image").and_then(Value::as_str) else {
+            let Some(image) = container.value.get("image").and_then(JsonRead::as_str) else {
                 continue;
             };
             let reference = parse_image(image);

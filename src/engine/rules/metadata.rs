@@ -1,7 +1,7 @@
 use std::collections::HashMap;
 
+use crate::admission::JsonRead;
 use regex::Regex;
-use serde_json::Value;
 
 use super::{Finding, View};
 
@@ -60,7 +60,7 @@ impl RequiredMetadataRule {
     }
 
     /// Reports each missing key and each value that does not match.
-    pub fn check(&self, view: &View<'_>, findings: &mut Vec<Finding>) {
+    pub fn check<'a, J: JsonRead<'a>>(&self, view: &View<J>, findings: &mut Vec<Finding>) {
         let values = view.root.get("metadata").and_then(|m| m.get(self.field));
         let noun = if self.field == "labels" {
             "label"
@@ -69,7 +69,7 @@ impl RequiredMetadataRule {
         };
         for (key, regex) in &self.entries {
             let path = || format!("{}metadata.{}[{key:?}]", view.display, self.field);
-            match values.and_then(|v| v.get(key)).and_then(Value::as_str) {
+            match values.and_then(|v| v.get(key)).and_then(JsonRead::as_str) {
                 None => findings.push((path(), format!("{noun} {key:?} is required"))),
                 Some(value) => {
                     if let Some(regex) = regex

@@ -10,12 +10,10 @@ mod probes;
 mod quantity;
 mod resources;
 
-use serde_json::Value;
-
 use super::matching::MatchedView;
 use super::pod_specs::pod_spec_location;
 use super::{CONTAINER_LISTS, Violation, ViolationForm};
-use crate::admission::AdmissionRequest;
+use crate::admission::{AdmissionRequest, JsonKind, JsonRead};
 use crate::patch::PathSegment;
 
 pub use defaults::{CompiledDefault, parse_field_path};
@@ -26,11 +24,12 @@ pub use probes::ProbeRule;
 pub use quantity::parse_quantity;
 pub use resources::ResourceRule as ContainerResourceRule;
 
-/// Where a policy looks: the object, or a workload's pod template treated as a Pod.
+/// Where a policy looks: the object, or a workload's pod template treated as a Pod; read
+/// from a tree or an object view alike ([`JsonRead`]).
 #[derive(Debug, Clone)]
-pub struct View<'a> {
+pub struct View<J> {
     /// The value at `base` (the object, or the template).
-    pub root: &'a Value,
+    pub root: J,
     /// Path from the object to `root`.
     pub base: Vec<PathSegment<'static>>,
     /// `base` as users read it, with a trailing dot (`""`, `spec.template.`).
@@ -39,13 +38,9 @@ pub struct View<'a> {
     pub pod_spec: Option<(Vec<PathSegment<'static>>, String)>,
 }
 
-impl<'a> View<'a> {
+impl<'a, J: JsonRead<'a>> View<J> {
     /// The view a match gives on `object`.
-    pub fn new(
-        request: &AdmissionRequest,
-        object: &'a Value,
-        matched: MatchedView,
-    ) -> Option<Self> {
+    pub fn new(request: &AdmissionRequest, object: J, matched: MatchedView) -> Option<Self> {
         match matched {
             MatchedView::Object => Some(View {
                 root: object,
@@ -79,7 +74,7 @@ impl<'a> View<'a> {
     }
 
     /// The pod spec, if this view has one.
-    pub fn pod_spec(&self) -> Option<&'a Value> {
+    pub fn pod_spec(&self) -> Option<J> {
         let (path, _) = self.pod_spec.as_ref()?;
         let mut node = self.root;
         for segment in path {
@@ -88,7 +83,7 @@ impl<'a> View<'a> {
             };
             node = node.get(key)?;
         }
-        node.is_object().then_some(node)
+        (node.kind() == JsonKind::Object).then_some(node)
     }
 
     /// The pod spec's display path (`spec`, `spec.template.spec`), written out for findings
@@ -102,13 +97,12 @@ impl<'a> View<'a> {
     pub fn containers<'v>(
         &'v self,
         lists: &'static [&'static str],
-    ) -> impl Iterator<Item = Container<'a, 'v>> {
+    ) -> impl Iterator<Item = Container<'v, J>> {
         let spec = self.pod_spec();
         lists.iter().flat_map(move |list| {
-            spec.and_then(|spec| spec.get(*list))
-                .and_then(Value::as_array)
+            spec.and_then(|spec| spec.get(list))
                 .into_iter()
-                .flatten()
+                .flat_map(JsonRead::items)
                 .enumerate()
                 .map(move |(index, value)| Container {
                     value,
@@ -122,19 +116,22 @@ impl<'a> View<'a> {
 
 /// A container in a view.
 #[derive(Debug, Clone, Copy)]
-pub struct Container<'a, 'v> {
+pub struct Container<'v, J> {
     /// The container.
-    pub value: &'a Value,
+    pub value: J,
     /// The view it is in, its list and its index in it (see [`Container::path`]).
-    view: &'v View<'a>,
+    view: &'v View<J>,
     list: &'static str,
     index: usize,
 }
 
-impl<'a> Container<'a, '_> {
+impl<'a, J: JsonRead<'a>> Container<'_, J> {
     /// Its name (`""` when unset).
     pub fn name(&self) -> &'a str {
-        self.value.get("name").and_then(Value::as_str).unwrap_or("")
+        self.value
+            .get("name")
+            .and_then(JsonRead::as_str)
+            .unwrap_or("")
     }
 
     /// Its display path, e.g. `spec.template.spec.containers[0]` (written out for findings
@@ -176,7 +173,7 @@ pub type Finding = (String, String);
 
 impl FamilyValidation {
     /// The findings of this rule on a view.
-    pub fn check(&self, view: &View<'_>, findings: &mut Vec<Finding>) {
+    pub fn check<'a, J: JsonRead<'a>>(&self, view: &View<J>, findings: &mut Vec<Finding>) {
         match self {
             FamilyValidation::Metadata(rule) => rule.check(view, findings),
             FamilyValidation::Images(rule) => rule.check(view, findings),

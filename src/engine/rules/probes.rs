@@ -1,3 +1,5 @@
+use crate::admission::JsonRead;
+
 use super::{APP_CONTAINERS, Finding, View};
 
 /// `probes`: probes every app container must define.
@@ -23,7 +25,7 @@ impl ProbeRule {
     }
 
     /// Reports each missing probe.
-    pub fn check(&self, view: &View<'_>, findings: &mut Vec<Finding>) {
+    pub fn check<'a, J: JsonRead<'a>>(&self, view: &View<J>, findings: &mut Vec<Finding>) {
         for container in view.containers(&APP_CONTAINERS) {
             for (probe, field) in &self.require {
                 if container.value.get(field).is_none_or(|v| v.is_null()) {

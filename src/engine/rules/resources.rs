@@ -1,7 +1,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use serde_json::Value;
+use crate::admission::JsonRead;
 
 use super::quantity::parse_quantity;
 use super::{Finding, RESOURCED_CONTAINERS, View};
@@ -46,7 +46,7 @@ impl ResourceRule {
     }
 
     /// Reports each container that lacks or exceeds what the rule says.
-    pub fn check(&self, view: &View<'_>, findings: &mut Vec<Finding>) {
+    pub fn check<'a, J: JsonRead<'a>>(&self, view: &View<J>, findings: &mut Vec<Finding>) {
         for container in view.containers(&RESOURCED_CONTAINERS) {
             let name = container.name();
             let resources = container.value.get("resources");
@@ -55,9 +55,9 @@ impl ResourceRule {
             let quantity = |kind: &str, resource: &str| {
                 if kind == "requests" { requests } else { limits }
                     .and_then(|s| s.get(resource))
-                    .map(|v| match v {
-                        Value::String(s) => Cow::Borrowed(s.as_str()),
-                        other => Cow::Owned(other.to_string()),
+                    .map(|v| match v.as_str() {
+                        Some(s) => Cow::Borrowed(s),
+                        None => Cow::Owned(v.to_value().to_string()),
                     })
             };
             for (kind, required) in [
