@@ -172,6 +172,28 @@ enum Memo<'r> {
     PresentNode(ViewNode<'r>),
 }
 
+impl<'r> Memo<'r> {
+    /// The lookup of `field` in `value`, if it is a map of the request's JSON (a tree's or a
+    /// view's).
+    fn of_member(value: &Value<'r>, field: &str) -> Option<Self> {
+        if let Value::Json(json @ serde_json::Value::Object(_)) = value {
+            let json: &'r serde_json::Value = json;
+            return Some(json.get(field).map_or(Memo::Absent, Memo::Present));
+        }
+        let map = value.view_map()?;
+        Some(map.get(field).map_or(Memo::Absent, Memo::PresentNode))
+    }
+
+    /// The member found, if it was.
+    fn member(self) -> Option<Value<'r>> {
+        match self {
+            Memo::Present(json) => Some(Value::from_json(json)),
+            Memo::PresentNode(node) => Some(Value::from_node(node)),
+            Memo::Absent | Memo::Unknown => None,
+        }
+    }
+}
+
 struct Frame<'r, 'a, 'b, 'l> {
     activation: &'l Activation<'a>,
     locals: &'l mut [Value<'r>],
@@ -591,18 +613,12 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
         for known in (1..=length).rev() {
             if let Some(slot) = chain.memos[known - 1] {
                 match self.memos[slot] {
-                    Memo::Present(json) => {
-                        start = known;
-                        value = Some(Value::from_json(json));
-                        break;
-                    }
-                    Memo::PresentNode(node) => {
-                        start = known;
-                        value = Some(Value::from_node(node));
-                        break;
-                    }
-                    Memo::Absent => return Err(Stop),
                     Memo::Unknown => {}
+                    memo => {
+                        start = known;
+                        value = Some(memo.member().ok_or(Stop)?);
+                        break;
+                    }
                 }
             }
         }
@@ -612,34 +628,14 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
         };
         for index in start..length {
             let field = &*chain.fields[index];
-            value = match (chain.memos[index], &value) {
-                (Some(slot), Value::Json(json @ serde_json::Value::Object(_))) => {
-                    let json: &'r serde_json::Value = json;
-                    match json.get(field) {
-                        Some(member) => {
-                            self.memos[slot] = Memo::Present(member);
-                            Value::from_json(member)
-                        }
-                        None => {
-                            self.memos[slot] = Memo::Absent;
-                            return Err(Stop);
-                        }
-                    }
+            let looked_up =
+                chain.memos[index].and_then(|slot| Some((slot, Memo::of_member(&value, field)?)));
+            value = match looked_up {
+                Some((slot, memo)) => {
+                    self.memos[slot] = memo;
+                    memo.member().ok_or(Stop)?
                 }
-                (Some(slot), _) if value.view_map().is_some() => {
-                    let map = value.view_map().ok_or(Stop)?;
-                    match map.get(field) {
-                        Some(member) => {
-                            self.memos[slot] = Memo::PresentNode(member);
-                            Value::from_node(member)
-                        }
-                        None => {
-                            self.memos[slot] = Memo::Absent;
-                            return Err(Stop);
-                        }
-                    }
-                }
-                _ => select(value, field)?,
+                None => select(value, field)?,
             };
         }
         Ok(value)
@@ -651,26 +647,18 @@ impl<'r, 'a: 'r> Frame<'r, 'a, '_, '_> {
         let slot = chain.memos[last];
         if let Some(slot) = slot {
             match self.memos[slot] {
-                Memo::Present(_) | Memo::PresentNode(_) => return Ok(true),
-                Memo::Absent => return Ok(false),
                 Memo::Unknown => {}
+                memo => return Ok(!matches!(memo, Memo::Absent)),
             }
         }
         let parent = self.memo_prefix(chain, last)?;
         let field = &*chain.fields[last];
-        match (slot, &parent) {
-            (Some(slot), Value::Json(json @ serde_json::Value::Object(_))) => {
-                let json: &'r serde_json::Value = json;
-                let member = json.get(field);
-                self.memos[slot] = member.map_or(Memo::Absent, Memo::Present);
-                Ok(member.is_some())
+        match slot.and_then(|slot| Some((slot, Memo::of_member(&parent, field)?))) {
+            Some((slot, memo)) => {
+                self.memos[slot] = memo;
+                Ok(!matches!(memo, Memo::Absent))
             }
-            (Some(slot), _) if parent.view_map().is_some() => {
-                let member = parent.view_map().and_then(|map| map.get(field));
-                self.memos[slot] = member.map_or(Memo::Absent, Memo::PresentNode);
-                Ok(member.is_some())
-            }
-            _ => has_member(parent, field),
+            None => has_member(parent, field),
         }
     }
 
