@@ -76,6 +76,19 @@ impl RequestObject {
         self.tree.get()
     }
 
+    /// The object held in a view: itself where it is, else its tree's JSON text read into a
+    /// view (what `serve` would have decoded), or the tree again should that fail.
+    pub fn in_view(&self) -> RequestObject {
+        if self.view.is_some() {
+            return self.clone();
+        }
+        let text = self.tree().to_string();
+        match ObjectView::parse(&text) {
+            Ok(view) => RequestObject::from_view(view),
+            Err(_) => self.clone(),
+        }
+    }
+
     /// The tree, owned.
     pub fn into_value(mut self) -> Value {
         self.tree();
@@ -171,6 +184,16 @@ mod tests {
         object["a"] = json!(2);
         assert!(object.view().is_none());
         assert!(matches!(object.json(), JsonRef::Tree(tree) if tree == &json!({"a": 2})));
+    }
+
+    #[test]
+    fn a_tree_is_held_in_a_view_on_request() {
+        let tree = json!({"metadata": {"name": "a"}, "data": {"k": "v"}, "n": -1});
+        let object = RequestObject::from(tree.clone()).in_view();
+        assert!(object.view().is_some() && object.tree_if_built().is_none());
+        assert_eq!(object, tree);
+        let again = object.in_view();
+        assert!(again.view().is_some());
     }
 
     #[test]

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::input::{Input, InputDocument, Source};
 use super::manifest::{api_version, offline_uid};
-use crate::admission::{AdmissionRequest, Operation};
+use crate::admission::{AdmissionRequest, ObjectForm, Operation};
 use crate::authorization::AccessReviewer;
 use crate::engine::gatekeeper::{EnforcementPoint, Inventory};
 use crate::engine::{
@@ -239,7 +239,7 @@ impl<'a> Checker<'a> {
             && (!registration || is_registered(&self.validate_rules, request))
         {
             result.webhooks.push(Endpoint::Validate.name());
-            let request = match &result.patched_object {
+            let mut request = match &result.patched_object {
                 Some(patched) => {
                     let mut patched_request = request.clone();
                     patched_request.object = Some(patched.clone().into());
@@ -247,6 +247,15 @@ impl<'a> Checker<'a> {
                 }
                 None => Cow::Borrowed(request),
             };
+            // Read as `serve` reads it: from object views where it would decode them.
+            if self.engine.object_form(Endpoint::Validate) == ObjectForm::View {
+                let request = request.to_mut();
+                for object in [&mut request.object, &mut request.old_object] {
+                    if let Some(object) = object.as_mut() {
+                        *object = object.in_view();
+                    }
+                }
+            }
             let decision = self.evaluate(source, &request, Endpoint::Validate, written)?;
             merge(&mut result, decision);
         }
