@@ -3,13 +3,14 @@
 //! binds a request: an AdmissionReview's `request.object`, `request.oldObject` and attributes,
 //! or any other JSON as `object`. Compile and evaluation errors are fine; a panic, an abort
 //! (stack overflow) or an evaluation running far past the 100 ms deadline is not. The result
-//! is converted back to JSON, as mutations and messages do.
+//! is converted back to JSON, as mutations and messages do. The expression is evaluated again
+//! with `object` read from an object view, as `serve` binds it.
 #![no_main]
 
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
-use portcullis::admission::AdmissionRequest;
+use portcullis::admission::{AdmissionRequest, RequestObject};
 use portcullis::expressions::Expression;
 use portcullis::expressions::{Activation, cel_to_json};
 use serde_json::{Value, json};
@@ -44,8 +45,8 @@ fuzz_target!(|data: &[u8]| {
         .and_then(|r| serde_json::from_value::<AdmissionRequest>(r.clone()).ok());
     let (object, old_object, attributes) = match &request {
         Some(request) => (
-            request.object.clone().unwrap_or(Value::Null),
-            request.old_object.clone(),
+            request.object.as_deref().cloned().unwrap_or(Value::Null),
+            request.old_object.as_deref().cloned(),
             request.attributes_json(),
         ),
         None => (document.clone(), None, attributes_for(&document)),
@@ -83,5 +84,24 @@ fuzz_target!(|data: &[u8]| {
     );
     if let Ok(value) = outcome {
         let _ = cel_to_json(&value);
+    }
+    // The same `object` read from an object view, as `serve` binds it at `/validate`.
+    let in_view = RequestObject::from(object.clone()).in_view();
+    if let Some(view) = in_view.view() {
+        let activation = Activation::new()
+            .object_view(view.root(), &in_view)
+            .request(&attributes)
+            .namespace_object(&namespace_object)
+            .params(&params);
+        let started = Instant::now();
+        let outcome = expression.evaluate(&activation);
+        let elapsed = started.elapsed();
+        assert!(
+            elapsed < Duration::from_secs(2),
+            "evaluation from a view took {elapsed:?}"
+        );
+        if let Ok(value) = outcome {
+            let _ = cel_to_json(&value);
+        }
     }
 });
