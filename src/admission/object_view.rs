@@ -128,6 +128,18 @@ impl ObjectView {
         &self.text[span.start()..span.start() + span.len()]
     }
 
+    /// Whether the key `span` is `key`, compared as bytes (a span always lies on character
+    /// boundaries, so no boundary check is needed).
+    #[inline]
+    fn key_is(&self, span: Span, key: &[u8]) -> bool {
+        span.len() == key.len()
+            && self
+                .text
+                .as_bytes()
+                .get(span.start()..span.start() + span.len())
+                == Some(key)
+    }
+
     fn slot(&self, index: u32) -> Slot {
         self.entries[index as usize].slot
     }
@@ -422,20 +434,23 @@ impl<'a> JsonRead<'a> for Node<'a> {
     }
 
     fn get(self, key: &str) -> Option<Node<'a>> {
-        let Slot::Object { end, .. } = self.slot() else {
+        let Slot::Object { end } = self.slot() else {
             return None;
         };
         let view = self.view;
+        let key = key.as_bytes();
         let mut found = None;
         let mut index = self.index + 1;
-        while index < end {
-            let entry = &view.entries[index as usize];
-            if entry.key.len() == key.len() && view.text(entry.key) == key {
-                found = Some(index);
+        while let Some(entry) = view.entries.get(index as usize).filter(|_| index < end) {
+            if view.key_is(entry.key, key) {
+                found = Some(Node { view, index });
             }
-            index = view.end_of(index);
+            index = match entry.slot {
+                Slot::Array { end, .. } | Slot::Object { end, .. } => end,
+                _ => index + 1,
+            };
         }
-        found.map(|index| Node { view, index })
+        found
     }
 
     fn as_str(self) -> Option<&'a str> {
@@ -795,6 +810,37 @@ mod tests {
             root.get("c").and_then(JsonRead::as_number),
             Some(Number::from(-2))
         );
+    }
+
+    #[test]
+    fn every_key_of_a_wide_map_is_found_with_or_without_duplicates() {
+        // A wide map, with a duplicate (the member written last answers) at its start, middle
+        // or end; each nested map answers for its own members.
+        let keys: Vec<String> = (0..200).map(|i| format!("k{i}")).collect();
+        for duplicated in [None, Some(0), Some(117), Some(199)] {
+            let mut members: Vec<String> = keys
+                .iter()
+                .enumerate()
+                .map(|(i, key)| format!(r#""{key}": {{"i": {i}, "i": {}}}"#, i + 1))
+                .collect();
+            if let Some(d) = duplicated {
+                members.push(format!(r#""k{d}": "last""#));
+            }
+            let text = format!("{{{}}}", members.join(", "));
+            let view = ObjectView::parse(&text).expect("JSON");
+            let tree: Value = serde_json::from_str(&text).expect("JSON");
+            for key in &keys {
+                let node = view.root().get(key).expect("a member");
+                assert_eq!(node.to_value(), tree[key.as_str()], "{key}");
+                if Some(key) != duplicated.map(|d| &keys[d]) {
+                    assert_eq!(
+                        node.get("i").map(Node::to_value),
+                        Some(tree[key]["i"].clone())
+                    );
+                }
+            }
+            assert!(view.root().get("k200").is_none());
+        }
     }
 
     #[test]

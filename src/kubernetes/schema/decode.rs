@@ -456,6 +456,26 @@ mod tests {
     }
 
     #[test]
+    fn members_out_of_declaration_order_are_all_checked() {
+        // `containers` is declared before `hostNetwork` and `volumes` before both: each
+        // wrong type is found whatever member the walk met before it.
+        let spec = r#"{"hostNetwork": true, "containers": [], "volumes": 1}"#;
+        let object: Value = serde_json::from_str(spec).expect("JSON");
+        let error = error_of(&pod(object));
+        assert!(error.contains("PodSpec.spec.volumes of type"), "{error}");
+        let text = r#"{"apiVersion": "v1", "kind": "Pod",
+            "spec": {"volumes": [], "hostNetwork": true, "containers": 1}}"#;
+        let view = ObjectView::parse(text).expect("JSON");
+        let error = check_decode_json(&pod_schema(), view.root().into()).expect_err("refused");
+        assert!(
+            error
+                .to_string()
+                .contains("PodSpec.spec.containers of type"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn a_well_typed_pod_decodes() {
         let object = pod(json!({
             "hostNetwork": true,
