@@ -1,8 +1,8 @@
 //! A request's objects decoded into object views decide exactly as decoded into trees.
 //!
 //! `serve` decodes a wanted object into an [`ObjectView`](portcullis::admission::ObjectView)
-//! at `/validate` when no Gatekeeper constraint may run (every other rule family reads views),
-//! and any reader that needs a tree gets one built from the view. Both forms are held here to
+//! at `/validate` unless Gatekeeper's ExpansionTemplates may run (every rule family reads
+//! views), and any reader that needs a tree gets one built from the view. Both forms are held here to
 //! the decisions of the tree form: every review fixture, at both endpoints, under policy sets
 //! of every family; and for the load bench's sets no tree may be built for a Pod.
 
@@ -15,7 +15,7 @@ use portcullis::admission::{
     ObjectForm, Operation, ParsedReview, WantedObjects, parse_review, parse_review_as,
 };
 use portcullis::engine::{Endpoint, Engine, EvalContext};
-use portcullis::policy::read_documents;
+use portcullis::policy::{parse_documents, read_documents};
 use portcullis::server::{AppState, RequestSettings, webhook_router};
 use serde_json::Value;
 use tower::ServiceExt;
@@ -117,6 +117,101 @@ fn views_decide_as_trees_under_every_policy_family() {
     assert_eq!(compared, engines.len() * 2 * reviews.len());
 }
 
+/// Every Gatekeeper fixture set, at the webhook: each of its objects created and updated, and
+/// each of its AdmissionReviews, decides alike from views and from trees (templates in Rego
+/// and CEL, matching by kinds, scope, namespaces, names and selectors, the excluder,
+/// enforcement actions, expansion).
+#[test]
+fn gatekeeper_decides_alike_from_views_and_trees() {
+    let context = EvalContext::new(Endpoint::Validate);
+    let mut compared = 0;
+    let mut sets: Vec<PathBuf> = std::fs::read_dir(root().join("tests/fixtures/gatekeeper"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.join("templates").is_dir())
+        .collect();
+    sets.sort();
+    assert!(sets.len() >= 14, "{}", sets.len());
+    for set in &sets {
+        let policies: Vec<PathBuf> = ["templates", "constraints", "expansion"]
+            .iter()
+            .map(|folder| set.join(folder))
+            .filter(|path| path.is_dir())
+            .collect();
+        let engine = Engine::compile(&read_documents(&policies).unwrap()).unwrap();
+        let mut bodies = Vec::new();
+        for file in files(&set.join("objects")) {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for (_, object) in parse_documents(&file, &text).unwrap() {
+                for operation in ["CREATE", "UPDATE"] {
+                    bodies.push((file.display().to_string(), review_of(&object, operation)));
+                }
+            }
+        }
+        for file in files(&set.join("reviews")) {
+            bodies.push((file.display().to_string(), std::fs::read(&file).unwrap()));
+        }
+        for (path, body) in &bodies {
+            let tree = parsed(body, ObjectForm::Tree).request;
+            let view = parsed(body, ObjectForm::View).request;
+            let from_tree = engine.evaluate(&tree, &context);
+            let from_view = engine.evaluate(&view, &context);
+            match (from_tree, from_view) {
+                (Ok(from_tree), Ok(from_view)) => {
+                    assert_eq!(from_view, from_tree, "{path}");
+                    assert_eq!(from_view.outcomes, from_tree.outcomes, "{path}");
+                }
+                (Err(from_tree), Err(from_view)) => {
+                    assert_eq!(from_view.to_string(), from_tree.to_string(), "{path}");
+                }
+                (from_tree, from_view) => panic!("{path}: {from_tree:?} / {from_view:?}"),
+            }
+            compared += 1;
+        }
+    }
+    assert!(compared >= 150, "{compared} reviews compared");
+}
+
+/// The files of `folder`, sorted; none when it does not exist.
+fn files(folder: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = entries.map(|entry| entry.unwrap().path()).collect();
+    files.sort();
+    files
+}
+
+/// An AdmissionReview of `operation` on `object` (on UPDATE, the object is its own old object).
+fn review_of(object: &Value, operation: &str) -> Vec<u8> {
+    let text = |pointer: &str| {
+        object
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    };
+    let (group, version) = match text("/apiVersion").split_once('/') {
+        Some((group, version)) => (group, version),
+        None => ("", text("/apiVersion")),
+    };
+    let kind = text("/kind");
+    let mut request = serde_json::json!({
+        "uid": "u", "operation": operation, "userInfo": {"username": "alice"},
+        "kind": {"group": group, "version": version, "kind": kind},
+        "resource": {"group": group, "version": version,
+                     "resource": format!("{}s", kind.to_lowercase())},
+        "name": text("/metadata/name"), "namespace": text("/metadata/namespace"),
+        "object": object,
+    });
+    if operation == "UPDATE" {
+        request["oldObject"] = object.clone();
+    }
+    serde_json::to_vec(&serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request,
+    }))
+    .unwrap()
+}
+
 #[test]
 fn serve_reads_views_only_where_every_rule_reads_them() {
     for views in [
@@ -132,7 +227,13 @@ fn serve_reads_views_only_where_every_rule_reads_them() {
         "tests/fixtures/gatekeeper/allowed-registries/templates",
         "tests/fixtures/gatekeeper/allowed-registries/constraints",
     ]);
-    assert_eq!(gatekeeper.object_form(Endpoint::Validate), ObjectForm::Tree);
+    assert_eq!(gatekeeper.object_form(Endpoint::Validate), ObjectForm::View);
+    let expansion = engine(&[
+        "tests/fixtures/gatekeeper/expansion/templates",
+        "tests/fixtures/gatekeeper/expansion/constraints",
+        "tests/fixtures/gatekeeper/expansion/expansion",
+    ]);
+    assert_eq!(expansion.object_form(Endpoint::Validate), ObjectForm::Tree);
 }
 
 /// Pod Security, and it with the small-Pod load bench's admission policy, read a Pod's view

@@ -523,6 +523,110 @@ impl<'a> From<Node<'a>> for JsonRef<'a> {
     }
 }
 
+/// The items of a [`JsonRef`] list.
+#[derive(Clone)]
+pub enum RefItems<'a> {
+    /// A tree's.
+    Tree(std::slice::Iter<'a, Value>),
+    /// A view's.
+    View(Items<'a>),
+}
+
+impl<'a> Iterator for RefItems<'a> {
+    type Item = JsonRef<'a>;
+
+    fn next(&mut self) -> Option<JsonRef<'a>> {
+        match self {
+            RefItems::Tree(items) => items.next().map(JsonRef::Tree),
+            RefItems::View(items) => items.next().map(JsonRef::View),
+        }
+    }
+}
+
+/// The members of a [`JsonRef`] map.
+#[derive(Clone)]
+pub enum RefMembers<'a> {
+    /// A tree's.
+    Tree(TreeMembers<'a>),
+    /// A view's.
+    View(Members<'a>),
+}
+
+impl<'a> Iterator for RefMembers<'a> {
+    type Item = (&'a str, JsonRef<'a>);
+
+    fn next(&mut self) -> Option<(&'a str, JsonRef<'a>)> {
+        match self {
+            RefMembers::Tree(members) => members.next().map(|(k, v)| (k, JsonRef::Tree(v))),
+            RefMembers::View(members) => members.next().map(|(k, v)| (k, JsonRef::View(v))),
+        }
+    }
+}
+
+/// Either form, read through the form it holds: for readers not worth compiling twice.
+impl<'a> JsonRead<'a> for JsonRef<'a> {
+    type Items = RefItems<'a>;
+    type Members = RefMembers<'a>;
+
+    const MEMBERS_UNIQUE: bool = false;
+
+    fn kind(self) -> JsonKind {
+        match self {
+            JsonRef::Tree(value) => value.kind(),
+            JsonRef::View(node) => node.kind(),
+        }
+    }
+
+    fn get(self, key: &str) -> Option<Self> {
+        match self {
+            JsonRef::Tree(value) => value.get(key).map(JsonRef::Tree),
+            JsonRef::View(node) => node.get(key).map(JsonRef::View),
+        }
+    }
+
+    fn as_str(self) -> Option<&'a str> {
+        match self {
+            JsonRef::Tree(value) => value.as_str(),
+            JsonRef::View(node) => node.as_str(),
+        }
+    }
+
+    fn as_bool(self) -> Option<bool> {
+        match self {
+            JsonRef::Tree(value) => value.as_bool(),
+            JsonRef::View(node) => node.as_bool(),
+        }
+    }
+
+    fn as_number(self) -> Option<Number> {
+        match self {
+            JsonRef::Tree(value) => JsonRead::as_number(value),
+            JsonRef::View(node) => node.as_number(),
+        }
+    }
+
+    fn items(self) -> RefItems<'a> {
+        match self {
+            JsonRef::Tree(value) => RefItems::Tree(JsonRead::items(value)),
+            JsonRef::View(node) => RefItems::View(node.items()),
+        }
+    }
+
+    fn members(self) -> RefMembers<'a> {
+        match self {
+            JsonRef::Tree(value) => RefMembers::Tree(JsonRead::members(value)),
+            JsonRef::View(node) => RefMembers::View(node.members()),
+        }
+    }
+
+    fn to_value(self) -> Value {
+        match self {
+            JsonRef::Tree(value) => value.clone(),
+            JsonRef::View(node) => node.to_value(),
+        }
+    }
+}
+
 // ---- Building ----
 
 impl ObjectView {

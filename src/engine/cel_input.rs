@@ -90,19 +90,11 @@ impl<'r> CelInput<'r> {
         let mut activation = Activation::new()
             .request_built(&self.request)
             .namespace_object_built(&self.namespace_object);
-        activation = match object {
-            Some(CelObject::Tree(object)) => activation.object(object),
-            Some(CelObject::Request(object)) => match object.view() {
-                Some(view) => activation.object_view(view.root(), object),
-                None => activation.object(object.tree()),
-            },
-            None => activation,
-        };
+        if let Some(object) = object {
+            activation = object.bind_object(activation);
+        }
         if let Some(old_object) = self.old_object {
-            activation = match old_object.view() {
-                Some(view) => activation.old_object_view(view.root(), old_object),
-                None => activation.old_object(old_object.tree()),
-            };
+            activation = CelObject::Request(old_object).bind_old_object(activation);
         }
         activation
     }
@@ -115,6 +107,31 @@ pub enum CelObject<'a> {
     Tree(&'a Value),
     /// The request's object, read from its object view where it is held in one.
     Request(&'a RequestObject),
+}
+
+impl<'a> CelObject<'a> {
+    /// `activation` with this object bound as `object`: a request's object in its view where
+    /// it is held in one.
+    pub fn bind_object(self, activation: Activation<'a>) -> Activation<'a> {
+        match self {
+            CelObject::Tree(object) => activation.object(object),
+            CelObject::Request(object) => match object.view() {
+                Some(view) => activation.object_view(view.root(), object),
+                None => activation.object(object.tree()),
+            },
+        }
+    }
+
+    /// `activation` with this object bound as `oldObject`, as [`CelObject::bind_object`].
+    pub fn bind_old_object(self, activation: Activation<'a>) -> Activation<'a> {
+        match self {
+            CelObject::Tree(object) => activation.old_object(object),
+            CelObject::Request(object) => match object.view() {
+                Some(view) => activation.old_object_view(view.root(), object),
+                None => activation.old_object(object.tree()),
+            },
+        }
+    }
 }
 
 impl<'a> From<&'a Value> for CelObject<'a> {

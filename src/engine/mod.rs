@@ -409,13 +409,14 @@ impl Engine {
 
     /// How `serve` decodes the objects of a request to `endpoint`: into an object view when
     /// the rules that may run there read one (at `/validate`: Pod Security, the shape checks,
-    /// the native rule families, the compiled CEL of native rules and admission policies),
-    /// else into a tree (mutation edits a tree; Gatekeeper's templates read one). Either way
+    /// the native rule families, the compiled CEL of native rules and admission policies,
+    /// Gatekeeper's templates and matching), else into a tree (mutation edits a tree;
+    /// Gatekeeper's ExpansionTemplates generate from one). Either way
     /// [`Engine::evaluate`] decides alike: a reader that needs a tree (an expression the
     /// interpreter evaluates, an object selector) gets one built from the view
     /// ([`crate::admission::RequestObject`]).
     pub fn object_form(&self, endpoint: Endpoint) -> ObjectForm {
-        let views_only = endpoint == Endpoint::Validate && self.gatekeeper.is_empty();
+        let views_only = endpoint == Endpoint::Validate && !self.gatekeeper.reads_trees();
         if views_only {
             ObjectForm::View
         } else {

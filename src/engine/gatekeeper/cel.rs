@@ -21,6 +21,7 @@ use crate::engine::admission_policy::validating::{
     PolicyValidation, ValidationRun, run_validations,
 };
 use crate::engine::admission_policy::variables::Variables;
+use crate::engine::cel_input::CelObject;
 use crate::expressions::{
     Activation, CelType, Declarations, Expression, PER_CALL_COST_LIMIT, Variables as Declared,
 };
@@ -242,8 +243,8 @@ fn check_name(
 pub(crate) struct CelRequest<'r> {
     request: Json,
     namespace_object: Json,
-    object: Option<&'r Json>,
-    old_object: Option<&'r Json>,
+    object: Option<CelObject<'r>>,
+    old_object: Option<CelObject<'r>>,
 }
 
 impl<'r> CelRequest<'r> {
@@ -268,6 +269,7 @@ impl<'r> CelRequest<'r> {
                     operation: operation.map_or("", Operation::as_str),
                     ..RequestFields::of_object(request)
                 };
+                let object = CelObject::Tree(object);
                 match operation {
                     Some(Operation::Delete) => (attributes, None, Some(object)),
                     _ => (attributes, Some(object), None),
@@ -280,9 +282,10 @@ impl<'r> CelRequest<'r> {
                 }
                 let object = match request.operation {
                     Operation::Delete => None,
-                    _ => request.object.as_deref(),
+                    _ => request.object.as_ref().map(CelObject::Request),
                 };
-                (attributes, object, request.old_object.as_deref())
+                let old_object = request.old_object.as_ref().map(CelObject::Request);
+                (attributes, object, old_object)
             }
         };
         let namespace = attributes
@@ -305,10 +308,10 @@ impl<'r> CelRequest<'r> {
             .request(&self.request)
             .namespace_object(&self.namespace_object);
         if let Some(object) = self.object {
-            activation = activation.object(object);
+            activation = object.bind_object(activation);
         }
         if let Some(old_object) = self.old_object {
-            activation = activation.old_object(old_object);
+            activation = old_object.bind_old_object(activation);
         }
         activation
     }

@@ -14,6 +14,7 @@
 
 use super::EnforcementPoint;
 use super::matching::{Wildcard, wildcard};
+use crate::admission::object_view::JsonRead;
 use crate::admission::{AdmissionRequest, Operation};
 use crate::engine::Engine;
 use crate::policy::gatekeeper::GatekeeperDocument;
@@ -173,13 +174,15 @@ impl CompiledConfig {
 /// the error and reviews the request).
 fn judged_namespace(request: &AdmissionRequest) -> Option<&str> {
     let object = if request.operation == Operation::Delete {
-        request.old_object.as_deref()
+        request.old_object.as_ref()
     } else {
-        request.object.as_deref()
-    }?;
-    let text = |pointer: &str| object.pointer(pointer).and_then(serde_json::Value::as_str);
-    if text("/kind") == Some("Namespace") && text("/apiVersion") == Some("v1") {
-        return Some(text("/metadata/name").unwrap_or(""));
+        request.object.as_ref()
+    }?
+    .json();
+    let text = |field: &str| object.get(field).and_then(JsonRead::as_str);
+    if text("kind") == Some("Namespace") && text("apiVersion") == Some("v1") {
+        let name = object.get("metadata").and_then(|m| m.get("name"));
+        return Some(name.and_then(JsonRead::as_str).unwrap_or(""));
     }
     Some(request.namespace.as_deref().unwrap_or(""))
 }

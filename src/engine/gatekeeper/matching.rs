@@ -3,9 +3,8 @@
 //! `Matches`), with the request made into what it matches as the webhook makes it
 //! (`pkg/webhook/policy.go` `createReviewForRequest`, `pkg/target/target.go` `handleReview`).
 
-use serde_json::{Map, Value};
-
-use crate::admission::{AdmissionRequest, GroupVersionKind, Operation};
+use crate::admission::object_view::{JsonKind, JsonRead, JsonRef, unique_members};
+use crate::admission::{AdmissionRequest, GroupVersionKind, Operation, RequestObject};
 use crate::engine::matching::{SelectorMatcher, same_text};
 use crate::engine::{NamespaceLabels, NamespaceLookup, ReadFailure};
 use crate::kubernetes::names;
@@ -285,37 +284,44 @@ impl<'r> Target<'r> {
 }
 
 /// An object's metadata as `unstructured`'s getters read it.
-struct ObjectView<'v> {
+struct ObjectMetadata<'v> {
     name: &'v str,
     generate_name: &'v str,
     namespace: &'v str,
-    labels: Option<&'v Map<String, Value>>,
+    labels: Option<JsonRef<'v>>,
 }
 
-impl<'v> ObjectView<'v> {
-    fn of(object: &'v Value) -> Self {
-        let metadata = object.get("metadata").and_then(Value::as_object);
+impl<'v> ObjectMetadata<'v> {
+    fn of(object: JsonRef<'v>) -> Self {
+        let metadata = object
+            .get("metadata")
+            .filter(|m| m.kind() == JsonKind::Object);
         let text = |field: &str| {
             metadata
                 .and_then(|m| m.get(field))
-                .and_then(Value::as_str)
+                .and_then(JsonRead::as_str)
                 .unwrap_or("")
         };
-        ObjectView {
+        ObjectMetadata {
             name: text("name"),
             generate_name: text("generateName"),
             namespace: text("namespace"),
-            // `NestedStringMap`: one value that is not a string and there are none.
+            // `NestedStringMap`: one value that is not a string and there are none (of
+            // duplicate keys, the value decoded last counts).
             labels: metadata
                 .and_then(|m| m.get("labels"))
-                .and_then(Value::as_object)
-                .filter(|labels| labels.values().all(Value::is_string)),
+                .filter(|labels| labels.kind() == JsonKind::Object)
+                .filter(|labels| {
+                    unique_members(*labels).all(|(_, value)| value.kind() == JsonKind::String)
+                }),
         }
     }
 
     fn selected_by(&self, selector: &LabelSelector) -> bool {
         SelectorMatcher::selects(selector, &|key| {
-            self.labels.and_then(|l| l.get(key)).and_then(Value::as_str)
+            self.labels
+                .and_then(|l| l.get(key))
+                .and_then(JsonRead::as_str)
         })
     }
 }
@@ -337,7 +343,7 @@ impl Criteria {
         &self,
         target: &Target<'_>,
         namespace: &KnownNamespace<'_>,
-        object: &ObjectView<'_>,
+        object: &ObjectMetadata<'_>,
         generated: bool,
     ) -> Result<bool, MatchError> {
         if !self.kinds_match(target.gvk) {
@@ -570,12 +576,14 @@ impl ConstraintMatcher {
         let Some(criteria) = &self.criteria else {
             return Ok(true);
         };
+        let object = request.object.as_ref().map(RequestObject::json);
+        let old_object = request.old_object.as_ref().map(RequestObject::json);
         let objects = match request.operation {
-            Operation::Delete => match request.old_object.as_deref() {
+            Operation::Delete => match old_object {
                 Some(old) => [Some(old), None],
                 None => return Ok(false),
             },
-            _ => [request.object.as_deref(), request.old_object.as_deref()],
+            _ => [object, old_object],
         };
         if objects.iter().all(Option::is_none) {
             return Err(MatchError::NoObject);
@@ -583,7 +591,12 @@ impl ConstraintMatcher {
         let target = Target::of(request);
         let namespace = known_namespace(&target, namespaces);
         for object in objects.into_iter().flatten() {
-            if criteria.matches_object(&target, &namespace, &ObjectView::of(object), generated)? {
+            if criteria.matches_object(
+                &target,
+                &namespace,
+                &ObjectMetadata::of(object),
+                generated,
+            )? {
                 return Ok(true);
             }
         }
@@ -668,11 +681,32 @@ fn known_namespace<'a>(
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
     use crate::engine::matching::plural_resource;
     use crate::engine::{Labels, NoNamespaces, StaticNamespaces};
+
+    #[test]
+    fn metadata_reads_a_view_as_its_tree() {
+        // Of a label written twice, the value decoded last counts, whatever the other.
+        for (labels, team) in [
+            (r#"{"team": 1, "team": "a", "tier": "web"}"#, Some("a")),
+            (r#"{"team": "a", "tier": "web", "team": 1}"#, None),
+        ] {
+            let text = format!(r#"{{"metadata": {{"name": "p", "labels": {labels}}}}}"#);
+            let tree: Value = serde_json::from_str(&text).unwrap();
+            let view = crate::admission::ObjectView::parse(&text).unwrap();
+            for object in [
+                ObjectMetadata::of(JsonRef::Tree(&tree)),
+                ObjectMetadata::of(view.root().into()),
+            ] {
+                assert_eq!(object.name, "p");
+                let read = object.labels.and_then(|l| l.get("team")?.as_str());
+                assert_eq!(read, team, "{labels}");
+            }
+        }
+    }
 
     /// A request as the apiserver sends it: kind and resource from the object (or the old
     /// object), `namespace` as given (`""`: none).

@@ -608,6 +608,13 @@ impl Gatekeeper {
         self.constraints.is_empty()
     }
 
+    /// Whether reviews read the request's objects as trees: ExpansionTemplates generate
+    /// their resultants from one. Templates, constraints' matching and the excluder read
+    /// either form.
+    pub fn reads_trees(&self) -> bool {
+        !self.constraints.is_empty() && !self.expansions.is_empty()
+    }
+
     /// How many constraints there are.
     pub fn rule_count(&self) -> usize {
         self.constraints.len()
