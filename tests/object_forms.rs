@@ -236,11 +236,11 @@ fn serve_reads_views_only_where_every_rule_reads_them() {
     assert_eq!(expansion.object_form(Endpoint::Validate), ObjectForm::Tree);
 }
 
-/// Pod Security, and it with the small-Pod load bench's admission policy, read a Pod's view
-/// alone: no tree is built for it. (An expression that fails is worded by the interpreter,
+/// Pod Security, and it with the small-Pod load bench's admission policy, read a Pod's or a
+/// Namespace's view alone: no tree is built for it. (An expression that fails is worded by the interpreter,
 /// which reads the tree: bench/fixtures/vap's `object.metadata.name` on a Pod without a name.)
 #[test]
-fn pods_are_read_without_building_a_tree() {
+fn pods_and_namespaces_are_read_without_building_a_tree() {
     for policies in [
         &["tests/fixtures/bench/policies/pod-security.yaml"][..],
         &[
@@ -252,10 +252,11 @@ fn pods_are_read_without_building_a_tree() {
         let engine = engine(policies);
         assert_eq!(engine.object_form(Endpoint::Validate), ObjectForm::View);
         let context = EvalContext::new(Endpoint::Validate);
-        let mut pods = 0;
+        let (mut pods, mut namespaces) = (0, 0);
         for (path, body) in reviews() {
             let request = parsed(&body, ObjectForm::View).request;
-            if request.kind.kind != "Pod" || request.operation == Operation::Delete {
+            let kind = request.kind.kind.as_str();
+            if !matches!(kind, "Pod" | "Namespace") || request.operation == Operation::Delete {
                 continue;
             }
             let decision = engine.evaluate(&request, &context);
@@ -266,9 +267,17 @@ fn pods_are_read_without_building_a_tree() {
                     "{policies:?}, {path}: a tree was built"
                 );
             }
-            pods += usize::from(request.object.is_some());
+            let counted = if kind == "Pod" {
+                &mut pods
+            } else {
+                &mut namespaces
+            };
+            *counted += usize::from(request.object.is_some());
         }
-        assert!(pods >= 10, "{pods}");
+        assert!(
+            pods >= 10 && namespaces >= 5,
+            "{pods} pods, {namespaces} namespaces"
+        );
     }
 }
 

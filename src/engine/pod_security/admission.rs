@@ -52,8 +52,6 @@ use std::collections::HashSet;
 use std::fmt::{self, Write as _};
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use super::pod::{PodJson, str_field};
 use super::templates::{
     TemplateAt, at, extract_template, is_significant_pod_update, workload_template,
@@ -466,7 +464,7 @@ impl PodSecurityAdmission {
         if !subresource.is_empty() {
             return;
         }
-        let Some(namespace) = request.object.as_deref() else {
+        let Some(namespace) = request.object.as_ref().map(RequestObject::json) else {
             return;
         };
         let (policy, errors) = self.resolve_policy(|key| object_label(namespace, key));
@@ -498,7 +496,7 @@ impl PodSecurityAdmission {
                 }
             }
             Operation::Update => {
-                let old = request.old_object.as_deref();
+                let old = request.old_object.as_ref().map(RequestObject::json);
                 let (old_policy, old_errors) = self.resolve_policy(|key| object_label(old?, key));
                 // Labels that were already invalid in the same way may stay.
                 if !errors.is_empty() && (old_errors.is_empty() || errors != old_errors) {
@@ -527,7 +525,7 @@ impl PodSecurityAdmission {
     /// policy is not privileged and not equivalent to the defaults.
     fn exempt_namespace_warning(
         &self,
-        namespace: &Value,
+        namespace: JsonRef<'_>,
         policy: &NamespacePolicy,
     ) -> Option<String> {
         if policy.fully_privileged() || policy.equivalent(&self.defaults) {
@@ -828,7 +826,7 @@ impl PodSecurityAdmission {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
     use crate::admission::ObjectView;
@@ -1180,7 +1178,13 @@ mod tests {
         let warning = |labels: Value| {
             let namespace = namespace(labels);
             let (policy, _) = admission.resolve_policy(|key| object_label(&namespace, key));
-            admission.exempt_namespace_warning(&namespace, &policy)
+            let view = ObjectView::parse(&namespace.to_string()).unwrap();
+            let warning = admission.exempt_namespace_warning(JsonRef::Tree(&namespace), &policy);
+            assert_eq!(
+                admission.exempt_namespace_warning(view.root().into(), &policy),
+                warning
+            );
+            warning
         };
         assert_eq!(warning(json!({})), None);
         assert_eq!(warning(json!({ENFORCE_LEVEL_LABEL: "privileged"})), None);
