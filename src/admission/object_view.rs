@@ -38,12 +38,71 @@ impl fmt::Debug for ObjectView {
     }
 }
 
-/// One value: its key when it is a member of an object, and what it holds.
+/// One value: its key when it is a member of an object, the index after it and its
+/// descendants (its next sibling's, so that a scan of members steps by one load), and what it
+/// holds ([`Slot`], stored as a tag and a word: the entry stays 24 bytes).
 #[derive(Clone, Copy)]
 struct Entry {
     key: Span,
-    slot: Slot,
+    next: u32,
+    tag: Tag,
+    /// A boolean (0 or 1), an integer's bits, a float's bits, a string's span or a list's
+    /// item count, by `tag`.
+    payload: u64,
 }
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Tag {
+    Null,
+    Bool,
+    PosInt,
+    NegInt,
+    Float,
+    Str,
+    Array,
+    Object,
+}
+
+impl Entry {
+    /// The entry at `index` holding `slot` (a container's `end` is its `next`).
+    fn new(key: Span, index: u32, slot: Slot) -> Entry {
+        let (tag, payload, next) = match slot {
+            Slot::Null => (Tag::Null, 0, index + 1),
+            Slot::Bool(b) => (Tag::Bool, u64::from(b), index + 1),
+            Slot::PosInt(u) => (Tag::PosInt, u, index + 1),
+            Slot::NegInt(i) => (Tag::NegInt, i as u64, index + 1),
+            Slot::Float(f) => (Tag::Float, f.to_bits(), index + 1),
+            Slot::Str(span) => (Tag::Str, span.0, index + 1),
+            Slot::Array { end, len } => (Tag::Array, u64::from(len), end),
+            Slot::Object { end } => (Tag::Object, 0, end),
+        };
+        Entry {
+            key,
+            next,
+            tag,
+            payload,
+        }
+    }
+
+    fn slot(self) -> Slot {
+        match self.tag {
+            Tag::Null => Slot::Null,
+            Tag::Bool => Slot::Bool(self.payload != 0),
+            Tag::PosInt => Slot::PosInt(self.payload),
+            Tag::NegInt => Slot::NegInt(self.payload as i64),
+            Tag::Float => Slot::Float(f64::from_bits(self.payload)),
+            Tag::Str => Slot::Str(Span(self.payload)),
+            Tag::Array => Slot::Array {
+                end: self.next,
+                len: self.payload as u32,
+            },
+            Tag::Object => Slot::Object { end: self.next },
+        }
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<Entry>() == 24);
 
 /// A run of the view's text: its start in the high half, its length in the low half (one
 /// word, so that it moves in one store).
@@ -141,15 +200,12 @@ impl ObjectView {
     }
 
     fn slot(&self, index: u32) -> Slot {
-        self.entries[index as usize].slot
+        self.entries[index as usize].slot()
     }
 
     /// The index after `index` and its descendants.
     fn end_of(&self, index: u32) -> u32 {
-        match self.slot(index) {
-            Slot::Array { end, .. } | Slot::Object { end, .. } => end,
-            _ => index + 1,
-        }
+        self.entries[index as usize].next
     }
 }
 
@@ -445,10 +501,7 @@ impl<'a> JsonRead<'a> for Node<'a> {
             if view.key_is(entry.key, key) {
                 found = Some(Node { view, index });
             }
-            index = match entry.slot {
-                Slot::Array { end, .. } | Slot::Object { end, .. } => end,
-                _ => index + 1,
-            };
+            index = entry.next;
         }
         found
     }
@@ -675,11 +728,11 @@ struct ViewSeed<'v> {
 
 impl ViewSeed<'_> {
     fn push<E: de::Error>(self, slot: Slot) -> Result<u32, E> {
-        let index = u32::try_from(self.view.entries.len()).map_err(|_| too_large())?;
-        self.view.entries.push(Entry {
-            key: self.key,
-            slot,
-        });
+        let index = u32::try_from(self.view.entries.len())
+            .ok()
+            .filter(|index| *index < u32::MAX)
+            .ok_or_else(too_large)?;
+        self.view.entries.push(Entry::new(self.key, index, slot));
         Ok(index)
     }
 }
@@ -796,7 +849,8 @@ fn close<E: de::Error>(
     slot: impl Fn(u32) -> Slot,
 ) -> Result<(), E> {
     let end = u32::try_from(view.entries.len()).map_err(|_| too_large())?;
-    view.entries[at as usize].slot = slot(end);
+    let entry = &mut view.entries[at as usize];
+    *entry = Entry::new(entry.key, at, slot(end));
     Ok(())
 }
 
