@@ -152,3 +152,23 @@ async fn an_object_that_cannot_be_expanded_fails_the_request() {
         "unable to expand object: could not find source field \"spec.template\" in resource web"
     );
 }
+
+#[tokio::test]
+async fn a_rego_evaluation_still_running_at_the_deadline_gets_the_on_error_answer() {
+    let engine = load_engine(&[fixture("gatekeeper-deadline")]).unwrap();
+    let router = webhook_router(AppState::new(engine, RequestSettings::default()));
+    let body = read_fixture(&format!("{SCENARIO}/reviews/create-by-alice.json"));
+    let response = router
+        .oneshot(post_json("/validate?timeout=200ms", body))
+        .await
+        .unwrap();
+    let review: Value = serde_json::from_slice(&body_bytes(response).await).unwrap();
+    let status = &review["response"]["status"];
+    assert_eq!(review["response"]["allowed"], false, "{review}");
+    assert_eq!(status["code"], 500, "{review}");
+    assert_eq!(
+        status["message"],
+        "portcullis could not evaluate the request: evaluation did not finish before the \
+         request deadline"
+    );
+}

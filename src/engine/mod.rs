@@ -508,9 +508,10 @@ impl Engine {
                         inventory: context.inventory,
                         from_object: context.from_object,
                         engine: context.template_engine,
+                        deadline: context.deadline,
                     },
                     &mut decision,
-                );
+                )?;
                 self.admission_policies.validate(
                     request,
                     context.namespaces,

@@ -18,15 +18,17 @@ mod rego;
 mod review;
 
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 use regorus::Value as RegoValue;
 
 use self::cel::{CelRequest, CelTemplate};
 use self::expansion::{ExpansionNamespace, Expansions, Resultant};
 use self::matching::ConstraintMatcher;
-use self::rego::RegoTemplate;
+use self::rego::{RegoFailure, RegoTemplate};
 use super::{
-    Decision, DenialStatus, NamespaceLookup, PolicyOutcome, ResourceRule, Violation, ViolationForm,
+    Decision, DenialStatus, EvalError, NamespaceLookup, PolicyOutcome, ResourceRule, Violation,
+    ViolationForm,
 };
 use crate::admission::{AdmissionRequest, Operation};
 use crate::policy::gatekeeper::{
@@ -73,6 +75,9 @@ pub struct GatekeeperContext<'a> {
     pub from_object: Option<&'a serde_json::Value>,
     /// Which code runs of a template that carries both engines.
     pub engine: TemplateEngine,
+    /// When a Rego template's evaluation is stopped (CEL's is bounded by its cost limits);
+    /// `None`: never, as `gator` and Gatekeeper's audit evaluate.
+    pub deadline: Option<Instant>,
 }
 
 /// Which code of a template that carries both `K8sNativeValidation` and `Rego` runs.
@@ -425,6 +430,16 @@ struct ReviewPass<'a, 'g> {
     reviewed: Option<ReviewedObject<'a>>,
     /// The resultant reviewed, if it is one.
     generated: Option<&'a Resultant<'g>>,
+    /// When Rego evaluation is stopped.
+    deadline: Option<Instant>,
+}
+
+/// Why a review stopped before every constraint was evaluated.
+enum ReviewStopped {
+    /// The whole request was failed (its namespace could not be read), in the decision.
+    RequestFailed,
+    /// A Rego evaluation was still running at the deadline.
+    DeadlineExceeded,
 }
 
 impl Gatekeeper {
@@ -738,14 +753,14 @@ impl Gatekeeper {
 
     /// Reviews `request` (the one sent, or an expansion's resultant) against every constraint
     /// that applies to it, adding its results to `outcomes`; `Err` when the whole request was
-    /// failed instead (its namespace could not be read).
+    /// failed instead (its namespace could not be read), or the deadline passed.
     fn review_into<'g>(
         &'g self,
         request: &AdmissionRequest,
         pass: &ReviewPass<'_, 'g>,
         outcomes: &mut Vec<Outcome<'g>>,
         decision: &mut Decision,
-    ) -> Result<(), ()> {
+    ) -> Result<(), ReviewStopped> {
         let ReviewPass {
             point,
             inventory,
@@ -753,6 +768,7 @@ impl Gatekeeper {
             namespaces,
             reviewed,
             generated,
+            deadline,
         } = *pass;
         let mut review: Option<RegoValue> = None;
         let mut cel_request: Option<CelRequest<'_>> = None;
@@ -775,7 +791,7 @@ impl Gatekeeper {
                         constraint.name, failure.message
                     ),
                 );
-                return Err(());
+                return Err(ReviewStopped::RequestFailed);
             }
             let template = &self.templates[constraint.template];
             if !template.reviews(request.operation, point) {
@@ -811,11 +827,14 @@ impl Gatekeeper {
                                 constraint.parameters.clone(),
                             );
                         }
-                        match rego.evaluate(input, inventory.map(|i| &i.0)) {
+                        match rego.evaluate(input, inventory.map(|i| &i.0), deadline) {
                             Ok(violations) => violations.into_iter().map(|v| v.msg).collect(),
                             // As the driver: an evaluation error is a result of every
                             // constraint of the kind.
-                            Err(error) => vec![error],
+                            Err(RegoFailure::Error(error)) => vec![error],
+                            Err(RegoFailure::DeadlineExceeded) => {
+                                return Err(ReviewStopped::DeadlineExceeded);
+                            }
                         }
                     }
                     Ok(TemplateCode::Cel(cel)) => {
@@ -851,27 +870,34 @@ impl Gatekeeper {
     }
 
     /// Evaluates every constraint that applies to `request` at `point` and records the
-    /// results in `decision`, as Gatekeeper's webhook answers them.
+    /// results in `decision`, as Gatekeeper's webhook answers them. `Err` when a Rego
+    /// evaluation was still running at the context's deadline: it is stopped, and no
+    /// decision is made (Gatekeeper's webhook is cancelled with its request).
     pub fn validate(
         &self,
         request: &AdmissionRequest,
         namespaces: &dyn NamespaceLookup,
         context: GatekeeperContext<'_>,
         decision: &mut Decision,
-    ) {
+    ) -> Result<(), EvalError> {
         let GatekeeperContext {
             point,
             inventory,
             from_object,
             engine,
+            deadline,
         } = context;
         if self.constraints.is_empty() {
-            return;
+            return Ok(());
         }
         // The Config excludes the request's namespace from this point's process.
         if self.config.skips(request, point) {
-            return;
+            return Ok(());
         }
+        let stopped = |stop: ReviewStopped| match stop {
+            ReviewStopped::RequestFailed => Ok(()),
+            ReviewStopped::DeadlineExceeded => Err(EvalError::DeadlineExceeded),
+        };
         let mut outcomes: Vec<Outcome<'_>> = Vec::new();
         let pass = ReviewPass {
             point,
@@ -883,12 +909,10 @@ impl Gatekeeper {
                 operation: None,
             }),
             generated: None,
+            deadline,
         };
-        if self
-            .review_into(request, &pass, &mut outcomes, decision)
-            .is_err()
-        {
-            return;
+        if let Err(stop) = self.review_into(request, &pass, &mut outcomes, decision) {
+            return stopped(stop);
         }
         // Gatekeeper's webhook, audit and gator expand what they review, but gator not an
         // AdmissionReview it is given.
@@ -906,7 +930,7 @@ impl Gatekeeper {
                         },
                         message,
                     );
-                    return;
+                    return Ok(());
                 }
             };
             for resultant in &resultants {
@@ -918,11 +942,10 @@ impl Gatekeeper {
                     generated: Some(resultant),
                     ..pass
                 };
-                if self
-                    .review_into(&resultant.request, &pass, &mut outcomes, decision)
-                    .is_err()
+                if let Err(stop) =
+                    self.review_into(&resultant.request, &pass, &mut outcomes, decision)
                 {
-                    return;
+                    return stopped(stop);
                 }
             }
         }
@@ -954,5 +977,6 @@ impl Gatekeeper {
                 }
             }
         }
+        Ok(())
     }
 }

@@ -3,13 +3,29 @@
 //! sees `input.review` and `input.parameters`, its `violation` rule yields objects with a
 //! `msg` (and optional `details`), libraries are `data.lib.*`, the inventory `data.inventory`.
 
+use std::num::NonZeroU32;
 use std::sync::Mutex;
+use std::time::Instant;
 
 use regorus::Value as RegoValue;
+use regorus::utils::limits::{ExecutionTimerConfig, LimitError};
 
 /// Builtins Gatekeeper refuses in templates: they reach outside the admission request (side
 /// effects, network).
 const DISALLOWED_BUILTINS: [&str; 3] = ["http.send", "external_data", "net.lookup_ip_addr"];
+
+/// How many of regorus's work units (statements, loop iterations) pass between two reads of
+/// the clock while a deadline is set.
+const DEADLINE_CHECK_INTERVAL: NonZeroU32 = NonZeroU32::new(256).expect("not zero");
+
+/// Why a template's evaluation gave no violations to report.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum RegoFailure {
+    /// The evaluation failed (a conflict, a builtin's error), on one line as OPA places it.
+    Error(String),
+    /// The deadline passed before the evaluation finished; it was stopped.
+    DeadlineExceeded,
+}
 
 /// One violation a template's rule produced.
 #[derive(Debug, Clone, PartialEq)]
@@ -153,20 +169,43 @@ impl RegoTemplate {
     }
 
     /// Evaluates `violation` with `input` (`{"review": …, "parameters": …}`) and `inventory` as
-    /// `data.inventory`. The violations, in the rule's set order, or the evaluation's error.
+    /// `data.inventory`. The violations, in the rule's set order, or why there are none: the
+    /// evaluation's error, or `deadline` passing first (regorus then stops the evaluation at
+    /// its next check of the clock, so a template that loops long does not hold its thread).
     pub(crate) fn evaluate(
         &self,
         input: RegoValue,
         inventory: Option<&RegoValue>,
-    ) -> Result<Vec<RegoViolation>, String> {
+        deadline: Option<Instant>,
+    ) -> Result<Vec<RegoViolation>, RegoFailure> {
         let mut engine = match inventory {
             None => self.prototype.clone(),
-            Some(inventory) => self.with_inventory(inventory)?,
+            Some(inventory) => self.with_inventory(inventory).map_err(RegoFailure::Error)?,
         };
+        if let Some(deadline) = deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(RegoFailure::DeadlineExceeded);
+            }
+            engine.set_execution_timer_config(ExecutionTimerConfig {
+                limit: left,
+                check_interval: DEADLINE_CHECK_INTERVAL,
+            });
+        }
         engine.set_input(input);
-        let results = engine
-            .eval_rule(self.rule.clone())
-            .map_err(|error| one_line_error(&error.to_string(), &self.modules))?;
+        let results = engine.eval_rule(self.rule.clone()).map_err(|error| {
+            let timed_out = error.chain().any(|cause| {
+                matches!(
+                    cause.downcast_ref::<LimitError>(),
+                    Some(LimitError::TimeLimitExceeded { .. })
+                )
+            });
+            if timed_out || deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                RegoFailure::DeadlineExceeded
+            } else {
+                RegoFailure::Error(one_line_error(&error.to_string(), &self.modules))
+            }
+        })?;
         let mut violations = Vec::new();
         let Ok(set) = results.as_set() else {
             return Ok(violations);
@@ -372,6 +411,7 @@ violation[{"msg": msg, "details": {"missing": missing}}] {
             .evaluate(
                 input(serde_json::json!({"app": "a"}), &["app", "owner"]),
                 None,
+                None,
             )
             .unwrap();
         assert_eq!(
@@ -387,6 +427,7 @@ violation[{"msg": msg, "details": {"missing": missing}}] {
                     &["app", "owner"],
                 ),
                 None,
+                None,
             )
             .unwrap();
         assert!(none.is_empty());
@@ -398,11 +439,14 @@ violation[{"msg": msg, "details": {"missing": missing}}] {
             "package p\nx = 1 { true }\nx = 2 { true }\nviolation[{\"msg\": \"m\"}] { x }\n";
         let template = RegoTemplate::compile(conflict, &[], None).unwrap();
         let error = template
-            .evaluate(input(serde_json::json!({}), &[]), None)
+            .evaluate(input(serde_json::json!({}), &[]), None, None)
             .unwrap_err();
         assert_eq!(
             error,
-            "template:3: eval_conflict_error: complete rules must not produce multiple outputs"
+            RegoFailure::Error(
+                "template:3: eval_conflict_error: complete rules must not produce multiple outputs"
+                    .into()
+            )
         );
         assert_eq!(one_line_error("  no location  ", &[]), "no location");
 
@@ -410,24 +454,30 @@ violation[{"msg": msg, "details": {"missing": missing}}] {
             violation[{\"msg\": m}] {\n  m := sprintf(\"%v\", [twice(true)])\n}\n";
         let template = RegoTemplate::compile(function, &[], None).unwrap();
         let error = template
-            .evaluate(input(serde_json::json!({}), &[]), None)
+            .evaluate(input(serde_json::json!({}), &[]), None, None)
             .unwrap_err();
         assert_eq!(
             error,
-            "template:3: eval_conflict_error: functions must not produce multiple outputs \
-             for same inputs"
+            RegoFailure::Error(
+                "template:3: eval_conflict_error: functions must not produce multiple outputs \
+                 for same inputs"
+                    .into()
+            )
         );
         let library = "package lib.twice\nf(v) = 1 { v }\nf(v) = 2 { v }\n";
         let uses = "package p\nimport data.lib.twice\n\
             violation[{\"msg\": m}] {\n  m := sprintf(\"%v\", [twice.f(true)])\n}\n";
         let template = RegoTemplate::compile(uses, &[library.to_owned()], None).unwrap();
         let error = template
-            .evaluate(input(serde_json::json!({}), &[]), None)
+            .evaluate(input(serde_json::json!({}), &[]), None, None)
             .unwrap_err();
         assert_eq!(
             error,
-            "libs[0]:3: eval_conflict_error: functions must not produce multiple outputs \
-             for same inputs"
+            RegoFailure::Error(
+                "libs[0]:3: eval_conflict_error: functions must not produce multiple outputs \
+                 for same inputs"
+                    .into()
+            )
         );
     }
 
@@ -451,6 +501,7 @@ is_latest(image) { endswith(image, ":latest") }
                 RegoValue::from(
                     serde_json::json!({"review": {"object": {"spec": {"image": "a:latest"}}}}),
                 ),
+                None,
                 None,
             )
             .unwrap();
@@ -479,7 +530,7 @@ violation[{"msg": msg}] {
             RegoValue::from(serde_json::json!({"review": {"object": {"metadata": {"name": "x"}}}}))
         };
         let messages = |inventory: Option<&RegoValue>| -> Vec<String> {
-            let found = template.evaluate(x(), inventory).unwrap();
+            let found = template.evaluate(x(), inventory, None).unwrap();
             found.into_iter().map(|v| v.msg).collect()
         };
         let xy = inventory(&["x", "y"]);
@@ -495,6 +546,41 @@ violation[{"msg": msg}] {
             messages(Some(&inventory(&["x", "y", "w"]))),
             ["also w", "also y"]
         );
+    }
+
+    /// A template whose rule loops for seconds at least: 9 million pairs of numbers.
+    const LOOPS_LONG: &str = r#"
+package slow
+violation[{"msg": "pairs"}] {
+  n := numbers.range(1, 3000)
+  count({x | x := n[_]; y := n[_]; x > y + 6000}) == 0
+}
+"#;
+
+    #[test]
+    fn a_deadline_stops_a_long_evaluation() {
+        let template = RegoTemplate::compile(LOOPS_LONG, &[], None).unwrap();
+        let deadline = Instant::now() + std::time::Duration::from_millis(50);
+        let empty = || input(serde_json::json!({}), &[]);
+        assert_eq!(
+            template.evaluate(empty(), None, Some(deadline)),
+            Err(RegoFailure::DeadlineExceeded)
+        );
+        // A deadline already past evaluates nothing; one far off does not change the answer.
+        assert_eq!(
+            template.evaluate(empty(), None, Some(Instant::now())),
+            Err(RegoFailure::DeadlineExceeded)
+        );
+        let labels = RegoTemplate::compile(REQUIRED_LABELS, &[], None).unwrap();
+        let far = Instant::now() + std::time::Duration::from_secs(3600);
+        let found = labels
+            .evaluate(
+                input(serde_json::json!({"app": "a"}), &["app", "owner"]),
+                None,
+                Some(far),
+            )
+            .unwrap();
+        assert_eq!(found.len(), 1);
     }
 
     #[test]
