@@ -295,8 +295,13 @@ impl Matcher {
         if self.excluded_users.contains(&user.username) {
             return true;
         }
-        if user.groups.iter().any(|g| self.excluded_groups.contains(g)) {
+        if !self.excluded_groups.is_empty()
+            && user.groups.iter().any(|g| self.excluded_groups.contains(g))
+        {
             return true;
+        }
+        if self.excluded_service_accounts.is_empty() {
+            return false;
         }
         if let Some(account) = user.username.strip_prefix("system:serviceaccount:")
             && let Some((namespace, name)) = account.split_once(':')

@@ -72,7 +72,7 @@ impl ImageRule {
             };
             let reference = parse_image(image);
             let path = || format!("{}.image", container.path());
-            let name = container.name();
+            let name = || container.name();
             if !self.rules.allowed_registries.is_empty()
                 && !self.rules.allowed_registries.iter().any(|allowed| {
                     let allowed = allowed.trim_end_matches('/');
@@ -86,7 +86,8 @@ impl ImageRule {
                 findings.push((
                     path(),
                     format!(
-                        "container {name:?} image {image:?} is not from an allowed registry ({})",
+                        "container {:?} image {image:?} is not from an allowed registry ({})",
+                        name(),
                         self.rules.allowed_registries.join(", ")
                     ),
                 ));
@@ -100,14 +101,17 @@ impl ImageRule {
                 if let Some(problem) = problem {
                     findings.push((
                         path(),
-                        format!("container {name:?} image {image:?} {problem}"),
+                        format!("container {:?} image {image:?} {problem}", name()),
                     ));
                 }
             }
             if self.rules.require_digest && !reference.digest {
                 findings.push((
                     path(),
-                    format!("container {name:?} image {image:?} must be pinned by digest"),
+                    format!(
+                        "container {:?} image {image:?} must be pinned by digest",
+                        name()
+                    ),
                 ));
             }
         }

@@ -48,7 +48,7 @@ impl ResourceRule {
     /// Reports each container that lacks or exceeds what the rule says.
     pub fn check<'a, J: JsonRead<'a>>(&self, view: &View<J>, findings: &mut Vec<Finding>) {
         for container in view.containers(&RESOURCED_CONTAINERS) {
-            let name = container.name();
+            let name = || container.name();
             let resources = container.value.get("resources");
             let requests = resources.and_then(|r| r.get("requests"));
             let limits = resources.and_then(|r| r.get("limits"));
@@ -68,7 +68,10 @@ impl ResourceRule {
                     if quantity(kind, resource).is_none() {
                         findings.push((
                             format!("{}.resources.{kind}.{resource}", container.path()),
-                            format!("container {name:?} must set resources.{kind}.{resource}"),
+                            format!(
+                                "container {:?} must set resources.{kind}.{resource}",
+                                name()
+                            ),
                         ));
                     }
                 }
@@ -92,7 +95,8 @@ impl ResourceRule {
                         findings.push((
                             format!("{}.resources.{kind}.{resource}", container.path()),
                             format!(
-                                "container {name:?} resources.{kind}.{resource} is {value}; it must be {relation} {text}"
+                                "container {:?} resources.{kind}.{resource} is {value}; it must be {relation} {text}",
+                                name()
                             ),
                         ));
                     }
