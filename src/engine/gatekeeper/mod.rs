@@ -18,6 +18,7 @@ mod rego;
 mod review;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use regorus::Value as RegoValue;
@@ -231,6 +232,8 @@ impl CompiledTemplate {
 struct CompiledConstraint {
     kind: String,
     name: String,
+    /// `<kind>/<name>`: the policy its metrics and violations name.
+    policy: Arc<str>,
     template: usize,
     matcher: ConstraintMatcher,
     parameters: RegoValue,
@@ -610,6 +613,7 @@ impl Gatekeeper {
         Ok(CompiledConstraint {
             kind: constraint.kind.clone(),
             name: constraint.metadata.name.clone(),
+            policy: format!("{}/{}", constraint.kind, constraint.metadata.name).into(),
             template,
             matcher,
             parameters: RegoValue::from(parameters),
@@ -848,15 +852,14 @@ impl Gatekeeper {
             let action_override = generated.and_then(|resultant| resultant.template.action);
             decision.outcomes.push(PolicyOutcome {
                 kind: "Constraint",
-                policy: format!("{}/{}", constraint.kind, constraint.name).into(),
+                policy: constraint.policy.clone(),
                 binding: None,
                 action: action_override.map_or(constraint.enforcement.sort_key(), Action::as_str),
                 result: if messages.is_empty() { "pass" } else { "fail" },
             });
-            decision.timings.push((
-                format!("{}/{}", constraint.kind, constraint.name).into(),
-                started.elapsed(),
-            ));
+            decision
+                .timings
+                .push((constraint.policy.clone(), started.elapsed()));
             outcomes.extend(messages.into_iter().map(|msg| Outcome {
                 constraint,
                 msg: match generated {
@@ -955,7 +958,7 @@ impl Gatekeeper {
             for action in outcome.actions(point) {
                 match action {
                     Action::Deny => decision.violations.push(Violation {
-                        policy: format!("{}/{}", outcome.constraint.kind, outcome.constraint.name),
+                        policy: outcome.constraint.policy.to_string(),
                         rule: String::new(),
                         path: String::new(),
                         message: text.clone(),
@@ -965,8 +968,7 @@ impl Gatekeeper {
                     // Gatekeeper's audit lists dryrun violations with the others; here they
                     // are audit annotations of the constraint, which `audit` reports.
                     Action::Dryrun if point == EnforcementPoint::Audit => {
-                        let key =
-                            format!("{}/{}", outcome.constraint.kind, outcome.constraint.name);
+                        let key = outcome.constraint.policy.to_string();
                         let entry = decision.audit_annotations.entry(key).or_default();
                         if !entry.is_empty() {
                             entry.push('\n');
