@@ -91,6 +91,17 @@ fn parse_positive_duration(value: &str) -> Result<Duration, String> {
     }
 }
 
+/// Limits on evaluating Gatekeeper Rego templates offline (`check`, `test`, `audit`); `serve`
+/// stops each evaluation at its request's deadline instead.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct RegoArgs {
+    /// Time one Rego template evaluation (one constraint on one object) may take, wall clock;
+    /// past it the evaluation is stopped and fails, as a Rego runtime error does. A backstop
+    /// against a template that loops long: `gator` sets none.
+    #[arg(long, env = "PORTCULLIS_REGO_TIMEOUT", default_value = "10s", value_parser = parse_positive_duration)]
+    pub rego_timeout: Duration,
+}
+
 /// Flags of `portcullis serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -292,6 +303,9 @@ pub struct CheckArgs {
     /// CEL evaluation limits.
     #[command(flatten)]
     pub cel: CelArgs,
+    /// Rego evaluation limits.
+    #[command(flatten)]
+    pub rego: RegoArgs,
     /// Answers to CEL `authorizer` checks: `allow`, `deny`, or a YAML file of rules
     /// (docs/cel.md); without it, expressions that check fail.
     #[arg(long, env = "PORTCULLIS_AUTHORIZER")]
@@ -321,6 +335,9 @@ pub struct TestArgs {
     /// CEL evaluation limits.
     #[command(flatten)]
     pub cel: CelArgs,
+    /// Rego evaluation limits.
+    #[command(flatten)]
+    pub rego: RegoArgs,
     /// Answers to CEL `authorizer` checks for suites that state none: `allow`, `deny`, or a
     /// YAML file of rules (docs/cel.md).
     #[arg(long, env = "PORTCULLIS_AUTHORIZER")]
@@ -408,4 +425,7 @@ pub struct AuditArgs {
     /// CEL evaluation limits.
     #[command(flatten)]
     pub cel: CelArgs,
+    /// Rego evaluation limits.
+    #[command(flatten)]
+    pub rego: RegoArgs,
 }

@@ -906,3 +906,25 @@ fn both_cel_evaluators_give_the_same_answers() {
         "the fixtures deny something: {denied} sets did"
     );
 }
+
+#[test]
+fn a_rego_template_that_runs_past_rego_timeout_is_a_violation_naming_the_flag() {
+    let results = check_json(
+        &[
+            "--policies",
+            "tests/fixtures/gatekeeper-deadline",
+            "--rego-timeout",
+            "200ms",
+            "tests/fixtures/gatekeeper/request-context/objects/configmap-default.yaml",
+        ],
+        1,
+    );
+    let configmap = find(&results, "ConfigMap", "greeting");
+    assert_eq!(configmap["allowed"], false, "{configmap}");
+    let violations = configmap["violations"].to_string();
+    assert!(
+        violations
+            .contains("[slow-pairs] template evaluation stopped after 200ms (--rego-timeout)"),
+        "{violations}"
+    );
+}

@@ -37,6 +37,15 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Audit(args) => Some(args.cel),
         Command::Certs(_) | Command::WebhookConfig(_) => None,
     };
+    let rego = match &cli.command {
+        Command::Check(args) => Some(args.rego),
+        Command::Test(args) => Some(args.rego),
+        Command::Audit(args) => Some(args.rego),
+        Command::Serve(_) | Command::Certs(_) | Command::WebhookConfig(_) => None,
+    };
+    if let Some(rego) = rego {
+        crate::engine::gatekeeper::set_rego_timeout(rego.rego_timeout);
+    }
     if let Some(cel) = cel {
         crate::expressions::set_compiled_evaluation(
             cel.cel_evaluator == crate::cli::CelEvaluator::Compiled,

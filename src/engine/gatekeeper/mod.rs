@@ -15,6 +15,7 @@ mod inventory;
 pub(crate) mod matching;
 mod parameters;
 mod rego;
+pub use rego::set_rego_timeout;
 mod review;
 
 use std::collections::BTreeMap;
@@ -831,7 +832,12 @@ impl Gatekeeper {
                                 constraint.parameters.clone(),
                             );
                         }
-                        match rego.evaluate(input, inventory.map(|i| &i.0), deadline) {
+                        match rego.evaluate(
+                            input,
+                            inventory.map(|i| &i.0),
+                            deadline,
+                            rego::rego_timeout(),
+                        ) {
                             Ok(violations) => violations.into_iter().map(|v| v.msg).collect(),
                             // As the driver: an evaluation error is a result of every
                             // constraint of the kind.

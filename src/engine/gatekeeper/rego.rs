@@ -4,8 +4,8 @@
 //! `msg` (and optional `details`), libraries are `data.lib.*`, the inventory `data.inventory`.
 
 use std::num::NonZeroU32;
-use std::sync::Mutex;
-use std::time::Instant;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use regorus::Value as RegoValue;
 use regorus::utils::limits::{ExecutionTimerConfig, LimitError};
@@ -15,8 +15,23 @@ use regorus::utils::limits::{ExecutionTimerConfig, LimitError};
 const DISALLOWED_BUILTINS: [&str; 3] = ["http.send", "external_data", "net.lookup_ip_addr"];
 
 /// How many of regorus's work units (statements, loop iterations) pass between two reads of
-/// the clock while a deadline is set.
+/// the clock while a deadline or timeout is set.
 const DEADLINE_CHECK_INTERVAL: NonZeroU32 = NonZeroU32::new(256).expect("not zero");
+
+/// `--rego-timeout`: how long one evaluation may take offline (`check`, `test`, `audit`).
+static REGO_TIMEOUT: OnceLock<Duration> = OnceLock::new();
+
+/// Sets how long one Rego evaluation may take (`--rego-timeout`), for the whole process;
+/// unset (as under `serve`, which stops Rego at each request's deadline), evaluations have no
+/// limit but their deadline. Only the first call takes effect.
+pub fn set_rego_timeout(timeout: Duration) {
+    let _ = REGO_TIMEOUT.set(timeout);
+}
+
+/// The limit [`set_rego_timeout`] set, if any.
+pub(crate) fn rego_timeout() -> Option<Duration> {
+    REGO_TIMEOUT.get().copied()
+}
 
 /// Why a template's evaluation gave no violations to report.
 #[derive(Debug, Clone, PartialEq)]
@@ -170,25 +185,38 @@ impl RegoTemplate {
 
     /// Evaluates `violation` with `input` (`{"review": …, "parameters": …}`) and `inventory` as
     /// `data.inventory`. The violations, in the rule's set order, or why there are none: the
-    /// evaluation's error, or `deadline` passing first (regorus then stops the evaluation at
-    /// its next check of the clock, so a template that loops long does not hold its thread).
+    /// evaluation's error, or `deadline` passing first. regorus stops an evaluation at its
+    /// next check of the clock past the deadline or past `timeout` from its start (the latter
+    /// is an error, as a Rego runtime error is), so a template that loops long does not hold
+    /// its thread.
     pub(crate) fn evaluate(
         &self,
         input: RegoValue,
         inventory: Option<&RegoValue>,
         deadline: Option<Instant>,
+        timeout: Option<Duration>,
     ) -> Result<Vec<RegoViolation>, RegoFailure> {
         let mut engine = match inventory {
             None => self.prototype.clone(),
             Some(inventory) => self.with_inventory(inventory).map_err(RegoFailure::Error)?,
         };
-        if let Some(deadline) = deadline {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(RegoFailure::DeadlineExceeded);
+        let to_deadline = match deadline {
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(RegoFailure::DeadlineExceeded);
+                }
+                Some(left)
             }
+            None => None,
+        };
+        let limit = match (to_deadline, timeout) {
+            (Some(left), Some(timeout)) => Some(left.min(timeout)),
+            (left, timeout) => left.or(timeout),
+        };
+        if let Some(limit) = limit {
             engine.set_execution_timer_config(ExecutionTimerConfig {
-                limit: left,
+                limit,
                 check_interval: DEADLINE_CHECK_INTERVAL,
             });
         }
@@ -200,10 +228,15 @@ impl RegoTemplate {
                     Some(LimitError::TimeLimitExceeded { .. })
                 )
             });
-            if timed_out || deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-                RegoFailure::DeadlineExceeded
-            } else {
-                RegoFailure::Error(one_line_error(&error.to_string(), &self.modules))
+            let past_deadline = deadline.is_some_and(|deadline| Instant::now() >= deadline);
+            match timeout {
+                _ if past_deadline => RegoFailure::DeadlineExceeded,
+                Some(timeout) if timed_out => RegoFailure::Error(format!(
+                    "template evaluation stopped after {} (--rego-timeout)",
+                    humantime::format_duration(timeout)
+                )),
+                None if timed_out => RegoFailure::DeadlineExceeded,
+                _ => RegoFailure::Error(one_line_error(&error.to_string(), &self.modules)),
             }
         })?;
         let mut violations = Vec::new();
@@ -412,6 +445,7 @@ violation[{"msg": msg, "details": {"missing": missing}}] {
                 input(serde_json::json!({"app": "a"}), &["app", "owner"]),
                 None,
                 None,
+                None,
             )
             .unwrap();
         assert_eq!(
@@ -428,6 +462,7 @@ violation[{"msg": msg, "details": {"missing": missing}}] {
                 ),
                 None,
                 None,
+                None,
             )
             .unwrap();
         assert!(none.is_empty());
@@ -439,7 +474,7 @@ violation[{"msg": msg, "details": {"missing": missing}}] {
             "package p\nx = 1 { true }\nx = 2 { true }\nviolation[{\"msg\": \"m\"}] { x }\n";
         let template = RegoTemplate::compile(conflict, &[], None).unwrap();
         let error = template
-            .evaluate(input(serde_json::json!({}), &[]), None, None)
+            .evaluate(input(serde_json::json!({}), &[]), None, None, None)
             .unwrap_err();
         assert_eq!(
             error,
@@ -454,7 +489,7 @@ violation[{"msg": msg, "details": {"missing": missing}}] {
             violation[{\"msg\": m}] {\n  m := sprintf(\"%v\", [twice(true)])\n}\n";
         let template = RegoTemplate::compile(function, &[], None).unwrap();
         let error = template
-            .evaluate(input(serde_json::json!({}), &[]), None, None)
+            .evaluate(input(serde_json::json!({}), &[]), None, None, None)
             .unwrap_err();
         assert_eq!(
             error,
@@ -469,7 +504,7 @@ violation[{"msg": msg, "details": {"missing": missing}}] {
             violation[{\"msg\": m}] {\n  m := sprintf(\"%v\", [twice.f(true)])\n}\n";
         let template = RegoTemplate::compile(uses, &[library.to_owned()], None).unwrap();
         let error = template
-            .evaluate(input(serde_json::json!({}), &[]), None, None)
+            .evaluate(input(serde_json::json!({}), &[]), None, None, None)
             .unwrap_err();
         assert_eq!(
             error,
@@ -503,6 +538,7 @@ is_latest(image) { endswith(image, ":latest") }
                 ),
                 None,
                 None,
+                None,
             )
             .unwrap();
         assert_eq!(found.len(), 1);
@@ -530,7 +566,7 @@ violation[{"msg": msg}] {
             RegoValue::from(serde_json::json!({"review": {"object": {"metadata": {"name": "x"}}}}))
         };
         let messages = |inventory: Option<&RegoValue>| -> Vec<String> {
-            let found = template.evaluate(x(), inventory, None).unwrap();
+            let found = template.evaluate(x(), inventory, None, None).unwrap();
             found.into_iter().map(|v| v.msg).collect()
         };
         let xy = inventory(&["x", "y"]);
@@ -563,12 +599,12 @@ violation[{"msg": "pairs"}] {
         let deadline = Instant::now() + std::time::Duration::from_millis(50);
         let empty = || input(serde_json::json!({}), &[]);
         assert_eq!(
-            template.evaluate(empty(), None, Some(deadline)),
+            template.evaluate(empty(), None, Some(deadline), None),
             Err(RegoFailure::DeadlineExceeded)
         );
         // A deadline already past evaluates nothing; one far off does not change the answer.
         assert_eq!(
-            template.evaluate(empty(), None, Some(Instant::now())),
+            template.evaluate(empty(), None, Some(Instant::now()), None),
             Err(RegoFailure::DeadlineExceeded)
         );
         let labels = RegoTemplate::compile(REQUIRED_LABELS, &[], None).unwrap();
@@ -578,9 +614,35 @@ violation[{"msg": "pairs"}] {
                 input(serde_json::json!({"app": "a"}), &["app", "owner"]),
                 None,
                 Some(far),
+                Some(Duration::from_secs(3600)),
             )
             .unwrap();
         assert_eq!(found.len(), 1);
+    }
+
+    #[test]
+    fn a_timeout_stops_a_long_evaluation_as_an_error() {
+        let template = RegoTemplate::compile(LOOPS_LONG, &[], None).unwrap();
+        let found = template.evaluate(
+            input(serde_json::json!({}), &[]),
+            None,
+            None,
+            Some(Duration::from_millis(50)),
+        );
+        assert_eq!(
+            found,
+            Err(RegoFailure::Error(
+                "template evaluation stopped after 50ms (--rego-timeout)".into()
+            ))
+        );
+        // A deadline coming first is the deadline's.
+        let found = template.evaluate(
+            input(serde_json::json!({}), &[]),
+            None,
+            Some(Instant::now() + Duration::from_millis(50)),
+            Some(Duration::from_secs(3600)),
+        );
+        assert_eq!(found, Err(RegoFailure::DeadlineExceeded));
     }
 
     #[test]
