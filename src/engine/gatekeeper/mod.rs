@@ -78,7 +78,7 @@ pub struct GatekeeperContext<'a> {
     /// Which code runs of a template that carries both engines.
     pub engine: TemplateEngine,
     /// When a Rego template's evaluation is stopped (CEL's is bounded by its cost limits);
-    /// `None`: never, as `gator` and Gatekeeper's audit evaluate.
+    /// `None` offline, where `--rego-timeout` alone bounds it.
     pub deadline: Option<Instant>,
 }
 
