@@ -185,6 +185,37 @@ struct PolicyMetricsCache {
     durations: RwLock<PolicyLabelMap<Arc<str>, Histogram>>,
 }
 
+/// Records each `(key, value)` on the metric `cache` holds for the key, which `create` gives
+/// (and the cache keeps) on first use: one read lock for the request, a write lock only for
+/// keys not seen before.
+fn record_each<K, V, M>(
+    cache: &RwLock<PolicyLabelMap<K, M>>,
+    items: impl Iterator<Item = (K, V)>,
+    create: impl Fn(&K) -> M,
+    record: impl Fn(&M, V),
+) where
+    K: std::hash::Hash + Eq,
+{
+    let mut missing = Vec::new();
+    {
+        let found = cache.read().unwrap_or_else(|e| e.into_inner());
+        for (key, value) in items {
+            match found.get(&key) {
+                Some(metric) => record(metric, value),
+                None => missing.push((key, value)),
+            }
+        }
+    }
+    if missing.is_empty() {
+        return;
+    }
+    let mut found = cache.write().unwrap_or_else(|e| e.into_inner());
+    for (key, value) in missing {
+        let metric = found.entry(key).or_insert_with_key(&create);
+        record(metric, value);
+    }
+}
+
 /// Every metric Portcullis exports, and the registry that encodes them.
 pub struct Metrics {
     registry: Registry,
@@ -423,59 +454,39 @@ impl Metrics {
     /// Records what the policies of one request gave and how long each took.
     pub fn record_policies(&self, decision: &crate::engine::Decision) {
         let cache = &self.policy_metrics;
-        let mut missing = Vec::new();
-        {
-            let evaluations = cache.evaluations.read().unwrap_or_else(|e| e.into_inner());
-            for outcome in &decision.outcomes {
-                let labels = PolicyLabels {
-                    policy: outcome.policy.clone(),
-                    binding: outcome.binding.clone(),
-                    kind: outcome.kind,
-                    action: outcome.action,
-                    result: outcome.result,
-                };
-                match evaluations.get(&labels) {
-                    Some(counter) => {
-                        counter.inc();
-                    }
-                    None => missing.push(labels),
-                }
-            }
-        }
-        if !missing.is_empty() {
-            let mut evaluations = cache.evaluations.write().unwrap_or_else(|e| e.into_inner());
-            for labels in missing {
-                let counter = self.policy_evaluations.get_or_create(&labels).clone();
+        let labels = decision.outcomes.iter().map(|outcome| {
+            let labels = PolicyLabels {
+                policy: outcome.policy.clone(),
+                binding: outcome.binding.clone(),
+                kind: outcome.kind,
+                action: outcome.action,
+                result: outcome.result,
+            };
+            (labels, ())
+        });
+        record_each(
+            &cache.evaluations,
+            labels,
+            |labels| self.policy_evaluations.get_or_create(labels).clone(),
+            |counter, ()| {
                 counter.inc();
-                evaluations.insert(labels, counter);
-            }
-        }
-        if decision.timings.is_empty() {
-            return;
-        }
-        let mut missing = Vec::new();
-        {
-            let durations = cache.durations.read().unwrap_or_else(|e| e.into_inner());
-            for (policy, took) in &decision.timings {
-                match durations.get(policy) {
-                    Some(histogram) => histogram.observe(took.as_secs_f64()),
-                    None => missing.push((policy, took)),
-                }
-            }
-        }
-        if !missing.is_empty() {
-            let mut durations = cache.durations.write().unwrap_or_else(|e| e.into_inner());
-            for (policy, took) in missing {
-                let histogram = self
-                    .policy_duration
-                    .get_or_create(&PolicyNameLabels {
-                        policy: policy.clone(),
-                    })
-                    .clone();
-                histogram.observe(took.as_secs_f64());
-                durations.insert(policy.clone(), histogram);
-            }
-        }
+            },
+        );
+        let timings = decision
+            .timings
+            .iter()
+            .map(|(policy, took)| (policy.clone(), took.as_secs_f64()));
+        record_each(
+            &cache.durations,
+            timings,
+            |policy| {
+                let labels = PolicyNameLabels {
+                    policy: policy.clone(),
+                };
+                self.policy_duration.get_or_create(&labels).clone()
+            },
+            Histogram::observe,
+        );
     }
 
     /// Replaces the type-checking warning counts with those of the policy set now loaded.

@@ -15,8 +15,9 @@ mod inventory;
 pub(crate) mod matching;
 mod parameters;
 mod rego;
-pub use rego::set_rego_timeout;
 mod review;
+
+pub use rego::set_rego_timeout;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

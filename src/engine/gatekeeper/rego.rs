@@ -16,7 +16,7 @@ const DISALLOWED_BUILTINS: [&str; 3] = ["http.send", "external_data", "net.looku
 
 /// How many of regorus's work units (statements, loop iterations) pass between two reads of
 /// the clock while a deadline or timeout is set.
-const DEADLINE_CHECK_INTERVAL: NonZeroU32 = NonZeroU32::new(256).expect("not zero");
+const CLOCK_CHECK_INTERVAL: NonZeroU32 = NonZeroU32::new(256).expect("not zero");
 
 /// `--rego-timeout`: how long one evaluation may take offline (`check`, `test`, `audit`).
 static REGO_TIMEOUT: OnceLock<Duration> = OnceLock::new();
@@ -217,7 +217,7 @@ impl RegoTemplate {
         if let Some(limit) = limit {
             engine.set_execution_timer_config(ExecutionTimerConfig {
                 limit,
-                check_interval: DEADLINE_CHECK_INTERVAL,
+                check_interval: CLOCK_CHECK_INTERVAL,
             });
         }
         engine.set_input(input);
