@@ -509,14 +509,24 @@ fn request_classes() -> Vec<(&'static str, Vec<u8>, Vec<Answer>)> {
             vec![Review(true)],
         ),
         (
-            // Pod Security reads typed fields: a Pod that does not decode into its Go type (the
-            // apiserver never sends one) is an evaluation error, refused under --on-error=deny.
-            "a number too large for the Pod's int32 priority",
+            // Pod Security reads typed fields: a Pod with one that does not decode into its Go
+            // type (the apiserver never sends one) is an evaluation error, refused under
+            // --on-error=deny.
+            "a number too large for a container's int64 runAsUser",
+            replaced(
+                "\"runAsNonRoot\":true",
+                "\"runAsNonRoot\":true,\"runAsUser\":123456789012345678901234567890",
+            ),
+            vec![Review(false)],
+        ),
+        (
+            // A field no rule reads is not checked: the Pod is decided.
+            "a number too large for the Pod's int32 priority, which Pod Security does not read",
             replaced(
                 "\"priority\":0",
                 "\"priority\":123456789012345678901234567890",
             ),
-            vec![Review(false)],
+            vec![Review(true)],
         ),
         (
             "unknown fields in the envelope and the request (ignored)",

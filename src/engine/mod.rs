@@ -215,9 +215,10 @@ pub enum EvalError {
 }
 
 /// Checks what the apiserver guarantees of an object it sends: `apiVersion` and `kind` are the
-/// request's, and, where Pod Security reads typed fields (Pods and workloads), the object
-/// decodes into its Go type. A request from elsewhere (curl, a test) that breaks this gets an
-/// evaluation error rather than a decision on misread fields.
+/// request's, and, where Pod Security reads typed fields (Pods and workloads), the fields it
+/// reads decode into their Go types. A request from elsewhere (curl, a test) that breaks this
+/// gets an evaluation error rather than a decision on misread fields; a type error in a field
+/// no check reads is not looked for (the apiserver never sends one).
 fn check_object_shape(request: &AdmissionRequest, pod_security: bool) -> Result<(), EvalError> {
     for object in [&request.object, &request.old_object].into_iter().flatten() {
         let kind = &request.kind;
@@ -239,8 +240,12 @@ fn check_object_shape(request: &AdmissionRequest, pod_security: bool) -> Result<
             });
         }
         if pod_security && pod_spec_location(request).is_some() {
-            crate::kubernetes::schema::decode::check_object(kind, object.json())
-                .map_err(|error| EvalError::Undecodable(error.to_string()))?;
+            crate::kubernetes::schema::decode::check_object_fields(
+                kind,
+                object.json(),
+                pod_security::fields_read,
+            )
+            .map_err(|error| EvalError::Undecodable(error.to_string()))?;
         }
     }
     Ok(())
@@ -575,7 +580,7 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
@@ -588,6 +593,242 @@ mod tests {
             "object": {"apiVersion": object_version, "kind": kind, "metadata": {"name": "x"}},
         }))
         .unwrap()
+    }
+
+    fn pod_request(pod: Value) -> AdmissionRequest {
+        serde_json::from_value(json!({
+            "uid": "u",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "operation": "CREATE",
+            "object": pod,
+        }))
+        .unwrap()
+    }
+
+    /// A Pod whose `spec` and container are `spec` and `container` merged over a plain one.
+    fn pod_with(metadata: Value, spec: Value, container: Value) -> Value {
+        let mut pod = json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "annotations": {"a": "b"}},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+        });
+        let merge = |target: &mut Value, extra: Value| {
+            for (key, value) in extra.as_object().unwrap() {
+                target[key] = value.clone();
+            }
+        };
+        merge(&mut pod["metadata"], metadata);
+        merge(&mut pod["spec"], spec);
+        merge(&mut pod["spec"]["containers"][0], container);
+        pod
+    }
+
+    #[test]
+    fn a_wrong_type_in_a_field_pod_security_reads_is_refused() {
+        let none = || json!({});
+        for (metadata, spec, container, field) in [
+            (
+                json!({"annotations": []}),
+                none(),
+                none(),
+                "ObjectMeta.metadata.annotations",
+            ),
+            (
+                json!({"annotations": {"a": 5}}),
+                none(),
+                none(),
+                "ObjectMeta.metadata.annotations",
+            ),
+            (
+                none(),
+                json!({"hostNetwork": "true"}),
+                none(),
+                "PodSpec.spec.hostNetwork",
+            ),
+            (
+                none(),
+                json!({"hostPID": 1}),
+                none(),
+                "PodSpec.spec.hostPID",
+            ),
+            (
+                none(),
+                json!({"hostIPC": "yes"}),
+                none(),
+                "PodSpec.spec.hostIPC",
+            ),
+            (
+                none(),
+                json!({"hostUsers": "false"}),
+                none(),
+                "PodSpec.spec.hostUsers",
+            ),
+            (
+                none(),
+                json!({"os": {"name": 5}}),
+                none(),
+                "PodOS.spec.os.name",
+            ),
+            (
+                none(),
+                json!({"runtimeClassName": 5}),
+                none(),
+                "PodSpec.spec.runtimeClassName",
+            ),
+            (
+                none(),
+                json!({"securityContext": {"runAsNonRoot": "true"}}),
+                none(),
+                "PodSecurityContext.spec.securityContext.runAsNonRoot",
+            ),
+            (
+                none(),
+                json!({"securityContext": {"sysctls": {"a": "b"}}}),
+                none(),
+                "PodSecurityContext.spec.securityContext.sysctls",
+            ),
+            (
+                none(),
+                json!({"volumes": [{"name": "v", "hostPath": "/"}]}),
+                none(),
+                "Volume.spec.volumes.VolumeSource.hostPath",
+            ),
+            (
+                none(),
+                json!({"volumes": {"v": {}}}),
+                none(),
+                "PodSpec.spec.volumes",
+            ),
+            (
+                none(),
+                json!({"initContainers": {}}),
+                none(),
+                "PodSpec.spec.initContainers",
+            ),
+            (
+                none(),
+                json!({"ephemeralContainers": [{"image": 5}]}),
+                none(),
+                "EphemeralContainer.spec.ephemeralContainers.EphemeralContainerCommon.image",
+            ),
+            (
+                none(),
+                none(),
+                json!({"name": 5}),
+                "Container.spec.containers.name",
+            ),
+            (
+                none(),
+                none(),
+                json!({"image": ["nginx"]}),
+                "Container.spec.containers.image",
+            ),
+            (
+                none(),
+                none(),
+                json!({"securityContext": {"privileged": "no"}}),
+                "SecurityContext.spec.containers.securityContext.privileged",
+            ),
+            (
+                none(),
+                none(),
+                json!({"securityContext": {"capabilities": {"add": "ALL"}}}),
+                "Capabilities.spec.containers.securityContext.capabilities.add",
+            ),
+            (
+                none(),
+                none(),
+                json!({"securityContext": {"runAsUser": "0"}}),
+                "SecurityContext.spec.containers.securityContext.runAsUser",
+            ),
+            (
+                none(),
+                none(),
+                json!({"securityContext": {"seccompProfile": {"type": 1}}}),
+                "SeccompProfile.spec.containers.securityContext.seccompProfile.type",
+            ),
+            (
+                none(),
+                none(),
+                json!({"ports": [{"hostPort": "80"}]}),
+                "ContainerPort.spec.containers.ports.hostPort",
+            ),
+            (
+                none(),
+                none(),
+                json!({"livenessProbe": {"httpGet": {"host": 5}}}),
+                "HTTPGetAction.spec.containers.livenessProbe.ProbeHandler.httpGet.host",
+            ),
+            (
+                none(),
+                none(),
+                json!({"lifecycle": {"preStop": {"tcpSocket": {"host": true}}}}),
+                "TCPSocketAction.spec.containers.lifecycle.preStop.tcpSocket.host",
+            ),
+        ] {
+            let pod = pod_with(metadata, spec, container);
+            let error = check_object_shape(&pod_request(pod.clone()), true)
+                .expect_err("refused")
+                .to_string();
+            assert!(
+                error.starts_with(
+                    "Pod in version \"v1\" cannot be handled as a Pod: json: cannot unmarshal "
+                ) && error.contains(&format!(" into Go struct field {field} of type ")),
+                "{pod}: {error}"
+            );
+            assert!(check_object_shape(&pod_request(pod), false).is_ok());
+        }
+    }
+
+    #[test]
+    fn a_wrong_type_where_pod_security_reads_nothing_is_not_looked_for() {
+        let none = || json!({});
+        for (metadata, spec, container) in [
+            (json!({"labels": []}), none(), none()),
+            (json!({"creationTimestamp": "yesterday"}), none(), none()),
+            (
+                none(),
+                json!({"terminationGracePeriodSeconds": "30"}),
+                none(),
+            ),
+            (none(), json!({"tolerations": {}}), none()),
+            (
+                none(),
+                json!({"volumes": [{"name": "v", "configMap": {"items": "x"}}]}),
+                none(),
+            ),
+            (none(), none(), json!({"env": {"A": "b"}})),
+            (
+                none(),
+                none(),
+                json!({"resources": {"limits": {"cpu": "lots"}}}),
+            ),
+            (none(), none(), json!({"ports": [{"containerPort": "80"}]})),
+            (
+                none(),
+                none(),
+                json!({"livenessProbe": {"periodSeconds": "10"}}),
+            ),
+            (
+                none(),
+                none(),
+                json!({"livenessProbe": {"httpGet": {"port": true}}}),
+            ),
+        ] {
+            let pod = pod_with(metadata, spec, container);
+            let object = pod_request(pod.clone());
+            assert!(
+                crate::kubernetes::schema::decode::check_object(
+                    &object.kind,
+                    object.object.as_ref().unwrap().json()
+                )
+                .is_err(),
+                "{pod}"
+            );
+            assert!(check_object_shape(&object, true).is_ok(), "{pod}");
+        }
     }
 
     #[test]

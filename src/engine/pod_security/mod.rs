@@ -44,8 +44,8 @@ pub use admission::{
 };
 pub use configuration::ConfigError;
 
-pub use pod::PodJson;
 use pod::{Form, PodView};
+pub use pod::{PodJson, fields_read};
 
 /// The newest policy minor version whose checks differ from the one before (`v1.37`).
 /// Newer versions and `latest` evaluate as this one.

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::registry::{CheckFn, Run};
 use crate::admission::{JsonRead, Node, unique_members};
+use crate::kubernetes::schema::decode::StructWalk;
 
 /// How a pod's JSON is held, for the checks (see the module docs).
 pub(super) trait Form: Sized + 'static {
@@ -110,6 +111,65 @@ pub(super) fn str_list<'a, J: JsonRead<'a>>(
     key: &str,
 ) -> impl Iterator<Item = &'a str> + use<'a, J> {
     list(object, key).map(|value| value.as_str().unwrap_or(""))
+}
+
+/// How much of each Go struct Pod Security reads of a Pod or workload, on the way to its pod
+/// template and in it: security contexts whole, of a volume which sources are set, of probes
+/// and lifecycle handlers the actions' `host`, of ports `hostPort`. The decode check of `serve`
+/// walks this much ([`check_decode_fields`](crate::kubernetes::schema::decode::check_decode_fields)):
+/// a type error elsewhere cannot make a check misread a field.
+pub fn fields_read(go_name: &str) -> StructWalk {
+    const CONTAINER: &[&str] = &[
+        "name",
+        "image",
+        "securityContext",
+        "ports",
+        "livenessProbe",
+        "readinessProbe",
+        "startupProbe",
+        "lifecycle",
+    ];
+    StructWalk::Fields(match go_name {
+        "Pod"
+        | "ReplicationController"
+        | "Deployment"
+        | "ReplicaSet"
+        | "StatefulSet"
+        | "DaemonSet"
+        | "Job"
+        | "CronJob" => &["apiVersion", "kind", "metadata", "spec"],
+        "PodTemplate" => &["apiVersion", "kind", "metadata", "template"],
+        "ReplicationControllerSpec"
+        | "DeploymentSpec"
+        | "ReplicaSetSpec"
+        | "StatefulSetSpec"
+        | "DaemonSetSpec"
+        | "JobSpec" => &["template"],
+        "CronJobSpec" => &["jobTemplate"],
+        "JobTemplateSpec" => &["spec"],
+        "PodTemplateSpec" => &["metadata", "spec"],
+        "ObjectMeta" => &["annotations"],
+        "PodSpec" => &[
+            "securityContext",
+            "hostNetwork",
+            "hostPID",
+            "hostIPC",
+            "hostUsers",
+            "os",
+            "runtimeClassName",
+            "volumes",
+            "initContainers",
+            "containers",
+            "ephemeralContainers",
+        ],
+        "Container" | "EphemeralContainer" => CONTAINER,
+        "Probe" | "LifecycleHandler" => &["httpGet", "tcpSocket"],
+        "Lifecycle" => &["postStart", "preStop"],
+        "HTTPGetAction" | "TCPSocketAction" => &["host"],
+        "ContainerPort" => &["hostPort"],
+        "Volume" => return StructWalk::Shallow,
+        _ => return StructWalk::Whole,
+    })
 }
 
 /// How many containers' security contexts a [`PodView`] keeps at hand (without allocating);
@@ -274,11 +334,107 @@ pub(super) fn run(check: Run, metadata: &Value, spec: &Value) -> Option<(&'stati
 mod tests {
     use serde_json::json;
 
+    use std::collections::BTreeSet;
+
     use super::*;
-    use crate::admission::ObjectView;
+    use crate::admission::{GroupVersionKind, ObjectView};
+    use crate::kubernetes::schema::{NodeKind, ObjectType, Schema, builtin};
 
     fn view(value: &Value) -> ObjectView {
         ObjectView::parse(&value.to_string()).unwrap()
+    }
+
+    /// Walks the structs `fields_read` reaches from `schema`'s root, recording each struct it
+    /// does not read whole, and checks each field it names is one of the struct's.
+    fn reached(schema: &Schema, object: &ObjectType, seen: &mut BTreeSet<String>) {
+        let walk = fields_read(&object.go_name);
+        if let StructWalk::Fields(names) = walk {
+            for name in names {
+                assert!(
+                    object.field(name).is_some(),
+                    "{} has no field {name}",
+                    object.go_name
+                );
+            }
+        }
+        if walk != StructWalk::Whole && !seen.insert(object.go_name.clone()) {
+            return;
+        }
+        for field in &object.fields {
+            match walk {
+                StructWalk::Fields(names) if !names.contains(&field.name.as_str()) => continue,
+                StructWalk::Shallow | StructWalk::Whole => continue,
+                StructWalk::Fields(_) => {}
+            }
+            let mut node = &field.node;
+            loop {
+                match &node.kind {
+                    NodeKind::List { items, .. } => node = items,
+                    NodeKind::Map { values, .. } => node = values,
+                    _ => break,
+                }
+            }
+            if let NodeKind::Object(index) = node.kind {
+                reached(schema, schema.object(index), seen);
+            }
+        }
+    }
+
+    #[test]
+    fn the_fields_read_are_fields_of_the_structs_reached() {
+        let mut seen = BTreeSet::new();
+        for (group, version, kind) in [
+            ("", "v1", "Pod"),
+            ("", "v1", "PodTemplate"),
+            ("", "v1", "ReplicationController"),
+            ("apps", "v1", "Deployment"),
+            ("apps", "v1", "ReplicaSet"),
+            ("apps", "v1", "StatefulSet"),
+            ("apps", "v1", "DaemonSet"),
+            ("batch", "v1", "Job"),
+            ("batch", "v1", "CronJob"),
+        ] {
+            let gvk = GroupVersionKind {
+                group: group.to_owned(),
+                version: version.to_owned(),
+                kind: kind.to_owned(),
+            };
+            let schema = builtin(&gvk).expect("a built-in kind");
+            reached(&schema, schema.root(), &mut seen);
+        }
+        // A misspelt struct name would be read whole, and missing here.
+        let expected = [
+            "Container",
+            "ContainerPort",
+            "CronJob",
+            "CronJobSpec",
+            "DaemonSet",
+            "DaemonSetSpec",
+            "Deployment",
+            "DeploymentSpec",
+            "EphemeralContainer",
+            "HTTPGetAction",
+            "Job",
+            "JobSpec",
+            "JobTemplateSpec",
+            "Lifecycle",
+            "LifecycleHandler",
+            "ObjectMeta",
+            "Pod",
+            "PodSpec",
+            "PodTemplate",
+            "PodTemplateSpec",
+            "Probe",
+            "ReplicaSet",
+            "ReplicaSetSpec",
+            "ReplicationController",
+            "ReplicationControllerSpec",
+            "StatefulSet",
+            "StatefulSetSpec",
+            "TCPSocketAction",
+            "Volume",
+        ];
+        assert_eq!(seen, expected.map(str::to_owned).into());
     }
 
     #[test]

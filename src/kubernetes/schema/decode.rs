@@ -72,16 +72,48 @@ pub fn check_decode(schema: &Schema, object: &Value) -> Result<(), DecodeError> 
 /// its decoded tree would be: a view also walks the earlier of duplicate members, which the
 /// tree drops, so where the view's walk fails the tree's answers.
 pub fn check_decode_json(schema: &Schema, object: JsonRef<'_>) -> Result<(), DecodeError> {
+    check_decode_fields(schema, object, every_field)
+}
+
+/// How much of a Go struct a check walks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StructWalk {
+    /// Every field, and everything below them.
+    Whole,
+    /// The fields named, and everything below them.
+    Fields(&'static [&'static str]),
+    /// Every field, but of a struct, list or map field only its JSON kind (an object, a list).
+    Shallow,
+}
+
+/// How much of the Go struct named `go_name` a check walks.
+pub type FieldsWalked = fn(go_name: &str) -> StructWalk;
+
+/// The [`FieldsWalked`] of the apiserver's decode: every field of every struct.
+fn every_field(_go_name: &str) -> StructWalk {
+    StructWalk::Whole
+}
+
+/// [`check_decode_json`] of the fields `fields` names only: a struct's other fields, and
+/// everything below them, are not walked. The errors found are worded as the whole check
+/// words them; where the object has several, the first one walked here is answered.
+pub fn check_decode_fields(
+    schema: &Schema,
+    object: JsonRef<'_>,
+    fields: FieldsWalked,
+) -> Result<(), DecodeError> {
     if schema.origin() != Origin::BuiltIn {
         return Ok(());
     }
-    let walker = Walker { schema };
+    let walker = Walker { schema, fields };
     let root = schema.root_node();
     let walked = match object {
         JsonRef::Tree(value) => walker.value(value, &root),
         JsonRef::View(node) => match walker.value(node, &root) {
             Ok(()) => Ok(()),
-            Err(_) => return check_decode(schema, &node.to_value()),
+            Err(_) => {
+                return check_decode_fields(schema, JsonRef::Tree(&node.to_value()), fields);
+            }
         },
     };
     match walked {
@@ -101,8 +133,17 @@ pub fn check_decode_json(schema: &Schema, object: JsonRef<'_>) -> Result<(), Dec
 /// [`check_decode`] for an object of kind `gvk`, with the built-in kind's schema; objects of
 /// kinds without one (custom resources) are not checked.
 pub fn check_object(gvk: &GroupVersionKind, object: JsonRef<'_>) -> Result<(), DecodeError> {
+    check_object_fields(gvk, object, every_field)
+}
+
+/// [`check_object`] of the fields `fields` names only (see [`check_decode_fields`]).
+pub fn check_object_fields(
+    gvk: &GroupVersionKind,
+    object: JsonRef<'_>,
+    fields: FieldsWalked,
+) -> Result<(), DecodeError> {
     match super::builtin(gvk) {
-        Some(schema) => check_decode_json(&schema, object),
+        Some(schema) => check_decode_fields(&schema, object, fields),
         None => Ok(()),
     }
 }
@@ -112,6 +153,7 @@ pub fn check_object(gvk: &GroupVersionKind, object: JsonRef<'_>) -> Result<(), D
 /// and path are written out.
 struct Walker<'s> {
     schema: &'s Schema,
+    fields: FieldsWalked,
 }
 
 /// One step of a JSON path.
@@ -319,7 +361,13 @@ impl<'s> Walker<'s> {
                     return type_error(what(value), &node.go_type);
                 }
                 let object = self.schema.object(*index);
+                let walk = (self.fields)(&object.go_name);
                 for (key, child) in value.members() {
+                    if let StructWalk::Fields(names) = walk
+                        && !names.contains(&key)
+                    {
+                        continue;
+                    }
                     // Unknown fields are dropped, not refused.
                     let Some(field) = object.field(key) else {
                         continue;
@@ -327,10 +375,12 @@ impl<'s> Walker<'s> {
                     if plainly_valid(child, &field.node) {
                         continue;
                     }
-                    through(
-                        self.value(child, &field.node),
-                        Step::Field(&object.go_name, field),
-                    )?;
+                    let walked = if walk == StructWalk::Shallow {
+                        self.kind_only(child, &field.node)
+                    } else {
+                        self.value(child, &field.node)
+                    };
+                    through(walked, Step::Field(&object.go_name, field))?;
                 }
                 Ok(())
             }
@@ -358,6 +408,21 @@ impl<'s> Walker<'s> {
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// [`Walker::value`] of a scalar; of a struct, list or map only whether the JSON value is
+    /// an object or a list, as its decoder first checks.
+    fn kind_only<'v, J: JsonRead<'v>>(&self, value: J, node: &'s Node) -> Walked<'s, 'v> {
+        let expected = match node.kind {
+            NodeKind::Object(_) | NodeKind::Map { .. } => JsonKind::Object,
+            NodeKind::List { .. } => JsonKind::Array,
+            _ => return self.value(value, node),
+        };
+        match value.kind() {
+            JsonKind::Null => Ok(()),
+            kind if kind == expected => Ok(()),
+            _ => type_error(what(value), &node.go_type),
         }
     }
 }
@@ -727,5 +792,59 @@ mod tests {
                 .message,
             "json: cannot unmarshal number into Go struct field Secret.data of type []uint8"
         );
+    }
+
+    /// A walk of the pod's `spec.hostNetwork` and `spec.volumes`, the volumes shallowly.
+    fn host_network_and_volumes(go_name: &str) -> StructWalk {
+        match go_name {
+            "Pod" => StructWalk::Fields(&["spec"]),
+            "PodSpec" => StructWalk::Fields(&["hostNetwork", "volumes"]),
+            "Volume" => StructWalk::Shallow,
+            _ => StructWalk::Whole,
+        }
+    }
+
+    /// `check_decode_fields` of `object` with [`host_network_and_volumes`], from its tree
+    /// and from its view alike.
+    fn walked(object: &Value) -> Result<(), DecodeError> {
+        let schema = pod_schema();
+        let tree = check_decode_fields(&schema, JsonRef::Tree(object), host_network_and_volumes);
+        let view = ObjectView::parse(&object.to_string()).expect("JSON");
+        let flat = check_decode_fields(&schema, view.root().into(), host_network_and_volumes);
+        assert_eq!(tree, flat, "{object}");
+        tree
+    }
+
+    #[test]
+    fn a_walk_of_some_fields_finds_their_errors_in_the_whole_checks_words() {
+        for spec in [
+            json!({"hostNetwork": "true"}),
+            json!({"volumes": {"a": 1}}),
+            json!({"volumes": [{"name": 5}]}),
+            json!({"volumes": [{"name": "a", "configMap": "x"}]}),
+            json!({"volumes": [{"name": "a", "projected": []}]}),
+        ] {
+            let object = pod(spec);
+            assert_eq!(
+                walked(&object),
+                check_decode(&pod_schema(), &object),
+                "{object}"
+            );
+            assert!(walked(&object).is_err(), "{object}");
+        }
+    }
+
+    #[test]
+    fn a_walk_of_some_fields_passes_over_errors_elsewhere() {
+        for object in [
+            pod(json!({"priority": "high", "hostNetwork": true})),
+            pod(json!({"containers": [{"name": 5}]})),
+            pod(json!({"volumes": [{"name": "a", "configMap": {"items": "x"}}]})),
+            pod(json!({"volumes": [{"name": "a", "projected": {"defaultMode": "0644"}}]})),
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": []}),
+        ] {
+            assert!(check_decode(&pod_schema(), &object).is_err(), "{object}");
+            assert_eq!(walked(&object), Ok(()), "{object}");
+        }
     }
 }
