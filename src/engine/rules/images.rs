@@ -25,34 +25,51 @@ pub struct ImageReference<'a> {
     pub digest: bool,
 }
 
-/// Parses `[registry/]path[:tag][@digest]`.
+/// Parses `[registry/]path[:tag][@digest]`, in one pass over the name before the digest.
 pub fn parse_image(image: &str) -> ImageReference<'_> {
-    let (name, digest) = match image.split_once('@') {
-        Some((name, _)) => (name, true),
-        None => (image, false),
-    };
-    let last_slash = name.rfind('/');
-    let (path, tag) = match name.rfind(':') {
+    let mut name_end = image.len();
+    let mut first_slash = None;
+    let mut last_slash = None;
+    let mut last_colon = None;
+    // A `.` or `:` in the first segment makes it a registry host.
+    let mut host_like = false;
+    for (index, byte) in image.bytes().enumerate() {
+        match byte {
+            b'@' => {
+                name_end = index;
+                break;
+            }
+            b'/' => {
+                first_slash.get_or_insert(index);
+                last_slash = Some(index);
+            }
+            b':' => {
+                host_like |= first_slash.is_none();
+                last_colon = Some(index);
+            }
+            b'.' => host_like |= first_slash.is_none(),
+            _ => {}
+        }
+    }
+    let name = &image[..name_end];
+    let (path, tag) = match last_colon {
         Some(colon) if last_slash.is_none_or(|slash| colon > slash) => {
             (&name[..colon], Some(&name[colon + 1..]))
         }
         _ => (name, None),
     };
-    let first = path.split('/').next().unwrap_or("");
-    let has_registry =
-        path.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
-    let (registry, repository) = if has_registry {
-        (first, Cow::Borrowed(path))
-    } else if path.contains('/') {
-        ("docker.io", Cow::Owned(format!("docker.io/{path}")))
-    } else {
-        ("docker.io", Cow::Owned(format!("docker.io/library/{path}")))
+    // The tag's colon follows the last slash, so the path keeps every slash of the name.
+    let registry = first_slash.map(|slash| &name[..slash]);
+    let (registry, repository) = match registry {
+        Some(first) if host_like || first == "localhost" => (first, Cow::Borrowed(path)),
+        Some(_) => ("docker.io", Cow::Owned(format!("docker.io/{path}"))),
+        None => ("docker.io", Cow::Owned(format!("docker.io/library/{path}"))),
     };
     ImageReference {
         registry,
         repository,
         tag,
-        digest,
+        digest: name_end < image.len(),
     }
 }
 
@@ -155,6 +172,23 @@ mod tests {
                 true,
             ),
             ("localhost/app", "localhost", "localhost/app", None, false),
+            // Nothing after `@` counts; a colon before the last slash is not a tag's.
+            ("a@b/c:d", "docker.io", "docker.io/library/a", None, true),
+            (
+                "team/app@sha256:abc",
+                "docker.io",
+                "docker.io/team/app",
+                None,
+                true,
+            ),
+            ("a/b:c/d", "docker.io", "docker.io/a/b:c/d", None, false),
+            (
+                "a/b.c/d:1",
+                "docker.io",
+                "docker.io/a/b.c/d",
+                Some("1"),
+                false,
+            ),
         ];
         for (image, registry, repository, tag, digest) in cases {
             let parsed = parse_image(image);
