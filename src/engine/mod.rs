@@ -606,7 +606,8 @@ mod tests {
         .unwrap()
     }
 
-    /// A Pod whose `spec` and container are `spec` and `container` merged over a plain one.
+    /// A plain Pod with `metadata`, `spec` and `container` (its one container) merged into
+    /// its metadata, spec and container.
     fn pod_with(metadata: Value, spec: Value, container: Value) -> Value {
         let mut pod = json!({
             "apiVersion": "v1",

@@ -332,9 +332,9 @@ pub(super) fn run(check: Run, metadata: &Value, spec: &Value) -> Option<(&'stati
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use std::collections::BTreeSet;
+
+    use serde_json::json;
 
     use super::*;
     use crate::admission::{GroupVersionKind, ObjectView};
