@@ -1207,7 +1207,9 @@ fn audit_cronjob_lists_only_what_the_webhooks_register() {
     assert!(args.contains(&"--denied-exit-code=0"), "{args:?}");
     assert!(!args.contains(&"--apply"), "{args:?}");
     assert!(
-        !args.iter().any(|a| a.starts_with("--object-selector")),
+        !args
+            .iter()
+            .any(|a| a.starts_with("--object-selector") || a.starts_with("--rego-timeout")),
         "{args:?}"
     );
     // Read-only: `list`, on the resources the webhook configurations register for CREATE.
@@ -1248,7 +1250,7 @@ fn audit_cronjob_lists_only_what_the_webhooks_register() {
         "portcullis",
         &[
             "--set",
-            "audit.enabled=true,audit.apply=true,audit.output=openreports",
+            "audit.enabled=true,audit.apply=true,audit.output=openreports,audit.regoTimeout=30s",
         ],
     );
     let role = find_named(&objects, "ClusterRole", "portcullis-audit");
@@ -1270,6 +1272,12 @@ fn audit_cronjob_lists_only_what_the_webhooks_register() {
         args.as_array()
             .unwrap()
             .contains(&json!("--output=openreports")),
+        "{args}"
+    );
+    assert!(
+        args.as_array()
+            .unwrap()
+            .contains(&json!("--rego-timeout=30s")),
         "{args}"
     );
 
